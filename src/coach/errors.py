@@ -1,0 +1,107 @@
+"""The one exception tree of coach.
+
+Every error coach raises on purpose derives from :class:`CoachError`::
+
+    CoachError
+    ├── ConfigError            bad or missing configuration (settings, LLM setup)
+    ├── PromptError            a prompt file or the phase manifest is broken
+    ├── StorageError           the database failed; the driver error is the __cause__
+    │   └── StaleWrite         another writer advanced the same session first
+    ├── InvalidRole            a conversation message with a role we do not store
+    ├── CorruptBlob            a stored memory step failed its signature or allow-list
+    └── ResumeError            a session cannot be resumed (message is user-facing)
+        ├── SessionNotFound    unknown id, or not this user's (indistinguishable)
+        ├── SessionCompleted   the session is already completed
+        ├── SessionFailed      the session failed
+        └── NothingToResume    no phase of the session was completed
+
+Tools turn these into words for the user (``ToolError``); the CLI turns them into one
+line on stderr and a non-zero exit code. Driver exceptions never leave the persistence
+package unwrapped.
+"""
+
+from __future__ import annotations
+
+
+class CoachError(Exception):
+    """Base class of every error coach raises on purpose."""
+
+
+class ConfigError(CoachError):
+    """Raised when settings are missing or invalid (e.g. no LLM configured)."""
+
+
+class PromptError(CoachError):
+    """Raised when a prompt file or the phase manifest cannot be loaded or rendered.
+
+    The message names the file, the key and the reason.
+    """
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        self.file = file
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{file}: {key}: {reason}")
+
+
+class StorageError(CoachError):
+    """Raised when the database fails; the driver's exception is the ``__cause__``."""
+
+
+class StaleWrite(StorageError):
+    """Raised when a writer's view of a session is older than what is stored.
+
+    Two workers writing the same session never interleave silently: the slower one
+    gets this error and must reload before writing again.
+    """
+
+
+class InvalidRole(CoachError):
+    """Raised when a conversation message has a role other than user/assistant/system."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        super().__init__(f"Invalid role: {role}. Must be user, assistant, or system")
+
+
+class CorruptBlob(CoachError):
+    """Raised when a stored memory step fails its HMAC check, allow-list or unpickling."""
+
+
+class ResumeError(CoachError):
+    """Base of the errors that stop a session from being resumed.
+
+    The message is meant for the user and names the session id.
+    """
+
+    def __init__(self, session_id: str, message: str) -> None:
+        self.session_id = session_id
+        super().__init__(message)
+
+
+class SessionNotFound(ResumeError):
+    """Raised when a session does not exist or belongs to another user."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id, f"Session {session_id} not found")
+
+
+class SessionCompleted(ResumeError):
+    """Raised when resuming a session whose status is ``completed``."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id, f"Session {session_id} already completed")
+
+
+class SessionFailed(ResumeError):
+    """Raised when resuming a session whose status is ``failed``."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id, f"Session {session_id} failed and cannot be resumed")
+
+
+class NothingToResume(ResumeError):
+    """Raised when a session has no completed phase to resume from."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id, f"Session {session_id} has no completed phases to resume from")

@@ -1,0 +1,129 @@
+"""Typed configuration: environment variables (``COACH_`` prefix) and an optional ``.env``.
+
+``OPENAI_API_KEY`` and the ``LIVEKIT_*`` variables keep their usual names so the
+LiveKit and OpenAI tooling reads the same values.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import cached_property
+from pathlib import Path
+
+import platformdirs
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import ConfigError
+
+APP_NAME = "coach"
+
+
+def default_data_dir() -> Path:
+    """The per-user directory that holds the embedded database and the dev secret."""
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def _default_database_url() -> str:
+    return f"sqlite+aiosqlite:///{default_data_dir() / 'coach.db'}"
+
+
+class Settings(BaseSettings):
+    """Everything coach reads from its environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="COACH_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    # --- storage -----------------------------------------------------------------
+    database_url: str = Field(default_factory=_default_database_url)
+    """SQLAlchemy async URL; the default is an embedded SQLite file."""
+    secret_key: SecretStr | None = None
+    """HMAC key for stored memory steps. Required (and shared) when using PostgreSQL."""
+    db_pool_size: int = Field(default=5, ge=1)
+    db_max_overflow: int = Field(default=10, ge=0)
+
+    # --- models ------------------------------------------------------------------
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "COACH_OPENAI_API_KEY")
+    )
+    llm_base_url: str | None = None
+    """Any OpenAI-compatible server (Ollama, vLLM, llama.cpp). No API key needed then."""
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout: float = Field(default=0.0, ge=0.0)
+    """Read timeout in seconds; 0 picks 15 s for OpenAI and 300 s for a local server."""
+    llm_temperature: float | None = None
+    stt_model: str = "gpt-4o-mini-transcribe"
+    stt_base_url: str | None = None
+    tts_model: str = "gpt-4o-mini-tts"
+    tts_base_url: str | None = None
+    tts_voice: str = "ash"
+
+    # --- conversation ------------------------------------------------------------
+    prompts_dir: Path | None = None
+    """Where the prompt YAML files live; defaults to the ones shipped with coach."""
+    max_history_tokens: int = Field(default=100_000, ge=1)
+    max_history_lines: int = Field(default=50_000, ge=1)
+    resume_max_pairs: int = Field(default=25, ge=0)
+
+    # --- recorder ----------------------------------------------------------------
+    recorder_queue_size: int = Field(default=10_000, ge=1)
+    recorder_commit_interval: float = Field(default=0.05, gt=0)
+    recorder_shutdown_timeout: float = Field(default=10.0, gt=0)
+
+    log_level: str = "INFO"
+
+    @field_validator("llm_base_url", "stt_base_url", "tts_base_url")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    @property
+    def is_embedded_sqlite(self) -> bool:
+        """True for the default SQLite file, the only database migrated automatically."""
+        return self.database_url == _default_database_url()
+
+    @property
+    def llm_read_timeout(self) -> float:
+        """Seconds to wait for the LLM; generous for local servers that load models."""
+        if self.llm_timeout:
+            return self.llm_timeout
+        return 300.0 if self.llm_base_url else 15.0
+
+    def require_llm(self) -> None:
+        """Raise :class:`ConfigError` when no LLM is configured."""
+        if self.openai_api_key is None and self.llm_base_url is None:
+            raise ConfigError(
+                "No LLM configured: set OPENAI_API_KEY for OpenAI, or COACH_LLM_BASE_URL "
+                "for a local OpenAI-compatible server (e.g. http://localhost:11434/v1 for Ollama)."
+            )
+
+    @cached_property
+    def memory_secret(self) -> bytes:
+        """The HMAC key for memory steps.
+
+        With the embedded SQLite default a random key is created once in the data
+        directory; any other database needs ``COACH_SECRET_KEY`` so that every worker
+        of a fleet verifies what the others wrote.
+        """
+        if self.secret_key is not None:
+            value = self.secret_key.get_secret_value()
+            if len(value) < 16:
+                raise ConfigError("COACH_SECRET_KEY must be at least 16 characters long.")
+            return value.encode()
+        if not self.database_url.startswith("sqlite"):
+            raise ConfigError(
+                "COACH_SECRET_KEY is required with a shared database "
+                "(every worker must use the same value)."
+            )
+        return _local_secret(default_data_dir() / "secret.key")
+
+
+def _local_secret(path: Path) -> bytes:
+    if path.exists():
+        return path.read_bytes().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_hex(32).encode()
+    path.touch(mode=0o600)
+    path.write_bytes(key)
+    return key
