@@ -1,0 +1,338 @@
+"""A small local OpenAI-compatible HTTP server that answers from a :class:`Script`.
+
+It lets the real ``livekit.plugins.openai.LLM`` (and so the real HTTP client, SSE parsing
+and tool-call reassembly) run end to end without a network::
+
+    async with FakeOpenAIServer([say("Hi!")]) as server:
+        model = openai.LLM(model="fake", base_url=server.base_url, api_key="x")
+        ...
+    assert server.requests[0]["messages"][-1]["content"] == "hello"
+
+Endpoints:
+
+* ``GET /v1/models`` — one model, ``fake``.
+* ``POST /v1/chat/completions`` — with ``"stream": true`` an SSE stream of
+  ``chat.completion.chunk`` objects (a role chunk, text deltas, tool-call deltas whose
+  arguments are split over several chunks, a ``finish_reason`` chunk, a usage chunk when
+  ``stream_options.include_usage`` is set, then ``data: [DONE]``); otherwise one
+  ``chat.completion`` object. When the script is exhausted it answers HTTP 500 with an
+  OpenAI-style error body naming that.
+
+Run it by hand (e.g. to try ``python -m coach chat`` against it)::
+
+    python -m tests.fakes.openai_server --port 8765 --script replies.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from .script import Reply, Script, ScriptExhausted, as_script, load_script
+
+__all__ = ["FakeOpenAIServer"]
+
+_CREATED = 1_700_000_000
+
+
+class FakeOpenAIServer:
+    """A local OpenAI-compatible chat-completions server playing back a script.
+
+    Args:
+        replies: The replies, or a :class:`Script` shared with something else.
+        host: Interface to bind.
+        port: Port to bind; ``0`` picks a free one (read it back from :attr:`base_url`).
+        chunk_size: Characters per streamed text delta and per tool-argument delta.
+
+    Attributes:
+        script: The replies still to be served.
+        requests: The JSON bodies of every chat-completion request received, in order
+            (including the ones answered with an error).
+        responses: What was sent back for each request in :attr:`requests`: the list of
+            streamed chunk objects, a one-item list holding the ``chat.completion`` object,
+            or a one-item list holding the error body.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] | Script = (),
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        chunk_size: int = 8,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        self.script = as_script(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.responses: list[list[dict[str, Any]]] = []
+        self.chunk_size = chunk_size
+        self._host = host
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        self._base_url: str | None = None
+        self._ids = itertools.count(1)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, e.g. ``http://127.0.0.1:54321/v1`` (only while running)."""
+        if self._base_url is None:
+            raise RuntimeError("FakeOpenAIServer is not running; use `async with` or start()")
+        return self._base_url
+
+    def extend(self, replies: Iterable[Reply]) -> None:
+        """Append more replies to the script."""
+        self.script.extend(replies)
+
+    async def start(self) -> None:
+        """Bind and start serving."""
+        if self._runner is not None:
+            raise RuntimeError("FakeOpenAIServer is already running")
+        app = web.Application()
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/v1/models/{model}", self._model)
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        # A short shutdown timeout: a test that abandons a stream must not hang teardown.
+        runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self._host, self._port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        host, port = runner.addresses[0][:2]
+        self._runner = runner
+        self._base_url = f"http://{_url_host(host)}:{port}/v1"
+
+    async def stop(self) -> None:
+        """Stop serving and close open connections."""
+        runner, self._runner = self._runner, None
+        self._base_url = None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> FakeOpenAIServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [_model_object("fake")]})
+
+    async def _model(self, request: web.Request) -> web.Response:
+        return web.json_response(_model_object(request.match_info["model"]))
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError as exc:
+            error = _error_body(f"request body is not JSON: {exc}", "invalid_request_error")
+            return web.json_response(error, status=400)
+        if not isinstance(body, dict):
+            error = _error_body("request body must be a JSON object", "invalid_request_error")
+            return web.json_response(error, status=400)
+        self.requests.append(body)
+        sent: list[dict[str, Any]] = []
+        self.responses.append(sent)
+
+        try:
+            reply = self.script.next_reply(_last_user_detail(body))
+        except ScriptExhausted as exc:
+            error = _error_body(str(exc), "script_exhausted")
+            sent.append(error)
+            return web.json_response(error, status=500)
+
+        completion_id = f"chatcmpl-fake-{next(self._ids)}"
+        model = str(body.get("model", "fake"))
+        usage = _usage(body, reply)
+        if not body.get("stream"):
+            completion = _completion(completion_id, model, reply, usage)
+            sent.append(completion)
+            return web.json_response(completion)
+
+        stream_options = body.get("stream_options") or {}
+        include_usage = bool(stream_options.get("include_usage"))
+        sent.extend(self._chunks(completion_id, model, reply, include_usage=include_usage))
+        if include_usage:
+            sent.append(_chunk_envelope(completion_id, model, choices=[], usage=usage))
+
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        for chunk in sent:
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    def _chunks(
+        self, completion_id: str, model: str, reply: Reply, *, include_usage: bool
+    ) -> Iterator[dict[str, Any]]:
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            extra = {"usage": None} if include_usage else {}
+            return _chunk_envelope(completion_id, model, choices=[choice], **extra)
+
+        size = self.chunk_size
+        yield chunk({"role": "assistant", "content": "", "refusal": None})
+        for piece in _split(reply.text, size):
+            yield chunk({"content": piece})
+        for index, tool_call in enumerate(reply.tool_calls):
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": f"call_fake_{next(self._ids)}",
+                            "type": "function",
+                            "function": {"name": tool_call.name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+            for piece in _split(json.dumps(tool_call.arguments), size):
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        yield chunk({}, finish_reason="tool_calls" if reply.tool_calls else "stop")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _split(text: str, size: int) -> Iterator[str]:
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+def _model_object(model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": _CREATED, "owned_by": "coach-tests"}
+
+
+def _error_body(message: str, error_type: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": error_type}}
+
+
+def _chunk_envelope(completion_id: str, model: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        **fields,
+    }
+
+
+def _completion(
+    completion_id: str, model: str, reply: Reply, usage: dict[str, int]
+) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": reply.text or None,
+        "refusal": None,
+    }
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{completion_id.removeprefix('chatcmpl-')}_{n}",
+                "type": "function",
+                "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)},
+            }
+            for n, tc in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    # Rough token counts (4 characters a token): enough for usage plumbing to be exercised.
+    prompt_tokens = len(json.dumps(body.get("messages", []))) // 4
+    completion_tokens = (
+        len(reply.text) + sum(len(json.dumps(tc.arguments)) for tc in reply.tool_calls)
+    ) // 4
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _last_user_detail(body: dict[str, Any]) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # content parts
+                content = " ".join(
+                    str(part.get("text", "")) for part in content if isinstance(part, dict)
+                )
+            return f"last user message: {content!r}"
+    return ""
+
+
+async def _serve_forever(server: FakeOpenAIServer) -> None:
+    async with server:
+        print(f"FakeOpenAIServer serving {server.script.remaining} replies at {server.base_url}")
+        print("  e.g. OPENAI_BASE_URL=" + server.base_url + " OPENAI_API_KEY=x", flush=True)
+        await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a YAML script until interrupted."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.openai_server",
+        description="Serve scripted replies as a local OpenAI-compatible API.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    parser.add_argument("--script", type=Path, help="YAML list of say/call/calls items")
+    parser.add_argument("--chunk-size", type=int, default=8)
+    args = parser.parse_args(argv)
+
+    replies = load_script(args.script) if args.script else []
+    server = FakeOpenAIServer(replies, host=args.host, port=args.port, chunk_size=args.chunk_size)
+    try:
+        asyncio.run(_serve_forever(server))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
