@@ -12,7 +12,7 @@ import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from livekit.agents import llm
 from livekit.agents.llm.tool_context import get_fnc_tool_names
@@ -71,7 +71,7 @@ class RecordedRequest:
         return users[-1] if users else None
 
 
-class ScriptedLLM(llm.LLM):
+class ScriptedLLM(llm.LLM[Literal["metrics_collected", "error"]]):
     """A ``livekit.agents.llm.LLM`` that plays back scripted replies.
 
     Args:
