@@ -309,8 +309,10 @@ def _last_user_detail(body: dict[str, Any]) -> str:
 
 async def _serve_forever(server: FakeOpenAIServer) -> None:
     async with server:
-        print(f"FakeOpenAIServer serving {server.script.remaining} replies at {server.base_url}")
-        print("  e.g. OPENAI_BASE_URL=" + server.base_url + " OPENAI_API_KEY=x", flush=True)
+        print(
+            f"FakeOpenAIServer: {server.script.remaining} scripted replies at {server.base_url}",
+            flush=True,
+        )
         await asyncio.Event().wait()
 
 

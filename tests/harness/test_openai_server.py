@@ -2,8 +2,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -23,6 +27,7 @@ from livekit.plugins import openai
 from tests.fakes import FakeOpenAIServer, Reply, ToolCall, call, calls, say
 
 RUN_TIMEOUT = 10.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 PLANNER_PROMPT = "You are the planner. Record the person's plan."
 COACH_PROMPT = "You are the coach. Encourage the person to start."
@@ -368,3 +373,43 @@ async def test_base_url_only_while_running() -> None:
         assert not server.base_url.endswith(":0/v1")
     with pytest.raises(RuntimeError, match="not running"):
         _ = server.base_url
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_cli_serves_a_yaml_script(tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    script = tmp_path / "replies.yaml"
+    script.write_text("- say: Hi from the CLI.\n", encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.fakes.openai_server",
+        "--port",
+        "0",
+        "--script",
+        str(script),
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(RUN_TIMEOUT):
+            banner = (await proc.stdout.readline()).decode()
+        match = re.search(r"1 scripted replies at (http://127\.0\.0\.1:\d+/v1)$", banner.strip())
+        assert match, banner
+        base_url = match.group(1)
+
+        async with http.get(f"{base_url}/models") as response:
+            assert response.status == 200
+        payload = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
+        async with http.post(f"{base_url}/chat/completions", json=payload) as response:
+            body = await response.json()
+        assert body["choices"][0]["message"]["content"] == "Hi from the CLI."
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(RUN_TIMEOUT):
+            returncode = await proc.wait()
+    assert returncode == 0
