@@ -75,7 +75,7 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
-async def plan() -> Plan:
+def plan() -> Plan:
     return Plan()
 
 

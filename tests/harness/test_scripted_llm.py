@@ -69,7 +69,7 @@ class Intake(Agent):
 
 
 @pytest.fixture
-async def notes() -> Notes:
+def notes() -> Notes:
     return Notes()
 
 
@@ -82,7 +82,7 @@ async def start_session(
 
 
 @pytest.fixture
-async def scripted() -> ScriptedLLM:
+def scripted() -> ScriptedLLM:
     return ScriptedLLM(chunk_size=4)
 
 
