@@ -1,0 +1,137 @@
+"""Run the Alembic migrations programmatically (``python -m coach db upgrade`` uses this).
+
+Usage::
+
+    from coach.persistence.migrate import upgrade, upgrade_sync
+    await upgrade("postgresql+asyncpg://coach@db/coach")   # inside an event loop
+    upgrade_sync("sqlite:///coach.db")                      # from plain sync code
+
+The migration scripts and ``alembic.ini`` are found with
+:func:`coach._resources.resource_path`, so this works in a checkout and from a wheel.
+On PostgreSQL the upgrade holds an advisory lock, so workers (or compose's ``migrate``
+service and a worker) that migrate at the same time run one after the other; on SQLite
+the write lock does the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import SQLAlchemyError
+
+from .._resources import resource_path
+from ..errors import StorageError
+from .engine import create_engine, normalize_url, write_engine
+from .schema import Base
+
+__all__ = [
+    "alembic_config",
+    "current_revision",
+    "ensure_schema",
+    "head_revision",
+    "schema_diff",
+    "upgrade",
+    "upgrade_sync",
+]
+
+_ADVISORY_LOCK_KEY: Final = 0x636F616368  # "coach"
+
+
+def alembic_config(url: str | URL | None = None) -> Config:
+    """Return the Alembic config of the shipped migrations, optionally bound to ``url``.
+
+    The URL travels in ``config.attributes`` (not the ini file), so passwords with
+    ``%`` need no escaping.
+    """
+    config = Config(str(resource_path("alembic.ini")))
+    config.set_main_option("script_location", str(resource_path("migrations")))
+    if url is not None:
+        config.attributes["url"] = normalize_url(url).render_as_string(hide_password=False)
+    return config
+
+
+def head_revision() -> str | None:
+    """Return the newest revision of the shipped migrations."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def _upgrade(connection: Connection, config: Config, revision: str) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+    config.attributes["connection"] = connection
+    command.upgrade(config, revision)
+
+
+async def upgrade(url: str | URL, revision: str = "head") -> None:
+    """Apply the migrations to ``url`` up to ``revision``; idempotent.
+
+    Raises:
+        StorageError: When the database cannot be reached or a migration fails.
+    """
+    config = alembic_config(url)
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    try:
+        async with write_engine(engine).begin() as conn:
+            await conn.run_sync(_upgrade, config, revision)
+    except SQLAlchemyError as exc:
+        raise StorageError(f"migrating the database failed: {type(exc).__name__}") from exc
+    except OSError as exc:
+        raise StorageError(f"cannot reach the database: {exc}") from exc
+    finally:
+        await engine.dispose()
+
+
+async def ensure_schema(url: str | URL) -> None:
+    """Bring the schema at ``url`` to the newest revision (the embedded-SQLite auto-migrate).
+
+    The same as :func:`upgrade` to ``head``; the caller decides when to use it (the
+    worker does for the embedded SQLite default only).
+    """
+    await upgrade(url)
+
+
+def upgrade_sync(url: str | URL, revision: str = "head") -> None:
+    """:func:`upgrade` for code that runs outside an event loop (CLI, scripts)."""
+    asyncio.run(upgrade(url, revision))
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def current_revision(url: str | URL) -> str | None:
+    """Return the revision the database at ``url`` is at (``None`` when unmigrated)."""
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(_current)
+    except SQLAlchemyError as exc:
+        raise StorageError(f"reading the schema revision failed: {type(exc).__name__}") from exc
+    finally:
+        await engine.dispose()
+
+
+def _diff(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return list(compare_metadata(context, Base.metadata))
+
+
+async def schema_diff(url: str | URL) -> list[Any]:
+    """Return Alembic's differences between the models and the database at ``url``.
+
+    An empty list means the migrated schema and the models agree (``alembic check``).
+    """
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(_diff)
+    finally:
+        await engine.dispose()

@@ -1,0 +1,101 @@
+"""The frozen records the repository returns (never ORM objects)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..state.resume import HistoryMessage, ResumeContext
+
+__all__ = [
+    "HistoryMessage",
+    "MessageRecord",
+    "PhaseOutputRecord",
+    "ResumeContext",
+    "ResumeResult",
+    "SessionRecord",
+    "StateRecord",
+    "UserRecord",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    """A user, keyed by ``identity``."""
+
+    id: str
+    identity: str
+    display_name: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session; ``completed_phases`` counts manifest phases with a completed output."""
+
+    id: str
+    user_id: str
+    design_challenge: str | None
+    status: str
+    current_agent: str | None
+    current_phase_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    completed_phases: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseOutputRecord:
+    """The output of one phase (prompts are ``None`` when not requested)."""
+
+    id: str
+    session_id: str
+    phase_id: str
+    phase_name: str
+    status: str
+    system_prompt: str | None
+    user_input: str | None
+    output: str | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One stored conversation message."""
+
+    id: int
+    session_id: str
+    phase_id: str | None
+    role: str
+    content: str
+    interrupted: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StateRecord:
+    """A session's zoned state at ``step`` (``0`` and empty zones before the first write)."""
+
+    session_id: str
+    step: int
+    data: dict[str, Any] = field(default_factory=dict)
+    template: dict[str, Any] = field(default_factory=dict)
+    view: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeResult:
+    """What :meth:`Repository.resume_session` returns (SPEC §5 step 6).
+
+    ``memory`` holds the stored agent steps when they load (``[]`` when there are none
+    or any is corrupt); ``context.history`` is always the reconstructed window, so the
+    caller can choose steps or reconstruction.
+    """
+
+    session: SessionRecord
+    next_phase_id: str
+    context: ResumeContext
+    memory: list[object] = field(default_factory=list)

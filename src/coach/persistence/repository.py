@@ -1,0 +1,1042 @@
+"""The one repository of coach: users, sessions, phase outputs, conversation, memory, state.
+
+Every public method is a coroutine that runs in its own ``AsyncSession`` and its own
+transaction (:func:`~coach.persistence.engine.run_transaction`) and returns frozen
+records, never ORM objects. Anything that must be atomic — a zone and its delta — is one
+method. Writers that need an order lock the row that orders them inside the write
+transaction: ``session_state`` for state steps, ``sessions`` for memory steps
+(``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL; ``BEGIN IMMEDIATE`` on SQLite), and
+UNIQUE constraints back it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, TypeAlias, TypeVar
+
+from sqlalchemy import ColumnElement, Select, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL, Row
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from ..errors import (
+    CorruptBlob,
+    InvalidRole,
+    NothingToResume,
+    SessionCompleted,
+    SessionFailed,
+    SessionNotFound,
+    StaleWrite,
+)
+from ..state.resume import (
+    DEFAULT_MAX_PAIRS,
+    ResumeContext,
+    completed_phase_ids,
+    next_phase_id,
+    reconstruct_history,
+)
+from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
+from .codec import EncodedStep, StepCodec
+from .engine import create_engine, run_transaction, sessionmakers
+from .migrate import upgrade
+from .records import (
+    MessageRecord,
+    PhaseOutputRecord,
+    ResumeResult,
+    SessionRecord,
+    StateRecord,
+    UserRecord,
+)
+from .schema import (
+    MESSAGE_ROLES,
+    PHASE_STATUSES,
+    SESSION_STATUSES,
+    AgentStep,
+    PhaseOutput,
+    SessionConversation,
+    SessionRow,
+    SessionState,
+    StateDelta,
+    User,
+    new_id,
+    utcnow,
+)
+
+__all__ = ["DEFAULT_PHASE_IDS", "Repository", "open_repository"]
+
+log = logging.getLogger("coach.persistence")
+
+T = TypeVar("T")
+_Row: TypeAlias = Row[*tuple[Any, ...]]
+_Select: TypeAlias = Select[*tuple[Any, ...]]
+
+DEFAULT_PHASE_IDS: Final[tuple[str, ...]] = (
+    "challenge",
+    "empathize",
+    "define",
+    "ideate",
+    "strategy",
+    "evaluation",
+)
+"""The suggested phase order of SPEC §3; the worker passes its manifest's order."""
+
+_COMPLETED: Final = "completed"
+
+
+@dataclass(frozen=True, slots=True)
+class _WindowOutput:
+    phase_id: str
+    status: str
+    system_prompt: str | None
+    user_input: str | None
+    output: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _WindowMessage:
+    role: str
+    content: str
+    phase_id: str | None
+    interrupted: bool
+
+
+_SESSION_COLUMNS = (
+    SessionRow.id,
+    SessionRow.user_id,
+    SessionRow.design_challenge,
+    SessionRow.status,
+    SessionRow.current_agent,
+    SessionRow.current_phase_id,
+    SessionRow.created_at,
+    SessionRow.updated_at,
+)
+_OUTPUT_COLUMNS = (
+    PhaseOutput.id,
+    PhaseOutput.session_id,
+    PhaseOutput.phase_id,
+    PhaseOutput.phase_name,
+    PhaseOutput.status,
+    PhaseOutput.system_prompt,
+    PhaseOutput.user_input,
+    PhaseOutput.output,
+    PhaseOutput.error,
+    PhaseOutput.created_at,
+    PhaseOutput.updated_at,
+)
+_MESSAGE_COLUMNS = (
+    SessionConversation.id,
+    SessionConversation.session_id,
+    SessionConversation.phase_id,
+    SessionConversation.role,
+    SessionConversation.content,
+    SessionConversation.interrupted,
+    SessionConversation.created_at,
+)
+_STATE_COLUMNS = (
+    SessionState.session_id,
+    SessionState.step,
+    SessionState.data,
+    SessionState.template,
+    SessionState.view,
+)
+_DELTA_COLUMNS = (
+    StateDelta.step,
+    StateDelta.turn_id,
+    StateDelta.trigger,
+    StateDelta.source,
+    StateDelta.actor_id,
+    StateDelta.delta_type,
+    StateDelta.path,
+    StateDelta.action,
+    StateDelta.result,
+)
+_STEP_COLUMNS = (
+    AgentStep.seq,
+    AgentStep.codec,
+    AgentStep.version,
+    AgentStep.signature,
+    AgentStep.payload,
+)
+
+
+def _check_status(status: str, allowed: tuple[str, ...], what: str) -> None:
+    if status not in allowed:
+        raise ValueError(f"Invalid {what} status: {status}. Must be one of {', '.join(allowed)}")
+
+
+def _json_object(value: dict[str, Any], zone: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"the {zone} zone must be a JSON object (a dict)")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the {zone} zone is not JSON-serializable: {exc}") from exc
+    return value
+
+
+def _pickle_all(codec: StepCodec, steps: Sequence[object], first: int) -> list[bytes]:
+    payloads = []
+    for index, step in enumerate(steps):
+        try:
+            payloads.append(codec.dumps(step))
+        except Exception as exc:  # pickle raises PicklingError, TypeError, AttributeError
+            raise TypeError(f"memory step {first + index} cannot be pickled: {exc}") from exc
+    return payloads
+
+
+def _session_record(row: _Row) -> SessionRecord:
+    return SessionRecord(**row._asdict())
+
+
+def _delta_record(row: _Row) -> Delta:
+    return Delta(
+        step=row.step,
+        turn_id=row.turn_id,
+        trigger=row.trigger,
+        source=row.source,
+        actor_id=row.actor_id,
+        delta_type=row.delta_type,
+        path=row.path,
+        action=Action.model_validate(row.action or {}),
+        result=ResultMeta.model_validate(row.result or {}),
+    )
+
+
+class Repository:
+    """Async access to everything coach stores; safe to share between tasks.
+
+    Args:
+        engine: The engine (see :func:`~coach.persistence.engine.create_engine`).
+        secret: The HMAC key of memory steps (``Settings.memory_secret``).
+        phase_ids: The manifest's phase ids, in order; used for progress and resume.
+        clock: Returns the current UTC time; tests pass a fixed clock.
+        owns_engine: Dispose of the engine in :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        secret: bytes,
+        phase_ids: Sequence[str] = DEFAULT_PHASE_IDS,
+        clock: Callable[[], datetime] = utcnow,
+        owns_engine: bool = True,
+    ) -> None:
+        if not phase_ids:
+            raise ValueError("phase_ids must name at least one phase")
+        self._engine = engine
+        self._dialect = engine.dialect.name
+        self._read_maker, self._write_maker = sessionmakers(engine)
+        self._codec = StepCodec(secret)
+        self._phase_ids = tuple(phase_ids)
+        self._clock = clock
+        self._owns_engine = owns_engine
+
+    @property
+    def phase_ids(self) -> tuple[str, ...]:
+        """The manifest's phase ids, in order."""
+        return self._phase_ids
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine this repository runs on."""
+        return self._engine
+
+    async def aclose(self) -> None:
+        """Close the repository (disposes of the engine's connections if it owns them)."""
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    async def __aenter__(self) -> Repository:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _read(self, op: Callable[[AsyncSession], Awaitable[T]], what: str) -> T:
+        return await run_transaction(self._read_maker, op, what=what)
+
+    async def _write(self, op: Callable[[AsyncSession], Awaitable[T]], what: str) -> T:
+        return await run_transaction(self._write_maker, op, what=what)
+
+    def _insert(self, entity: Any) -> Any:
+        return pg_insert(entity) if self._dialect == "postgresql" else sqlite_insert(entity)
+
+    def _completed_count(self) -> ColumnElement[int]:
+        return (
+            select(func.count())
+            .where(
+                PhaseOutput.session_id == SessionRow.id,
+                PhaseOutput.status == _COMPLETED,
+                PhaseOutput.phase_id.in_(self._phase_ids),
+            )
+            .correlate(SessionRow)
+            .scalar_subquery()
+        )
+
+    def _session_select(self) -> _Select:
+        return select(*_SESSION_COLUMNS, self._completed_count().label("completed_phases"))
+
+    @staticmethod
+    async def _require_session(s: AsyncSession, session_id: str) -> None:
+        found = await s.scalar(select(SessionRow.id).where(SessionRow.id == session_id))
+        if found is None:
+            raise SessionNotFound(session_id)
+
+    @staticmethod
+    async def _lock_session(s: AsyncSession, session_id: str) -> None:
+        stmt = select(SessionRow.id).where(SessionRow.id == session_id)
+        if await s.scalar(stmt.with_for_update(key_share=True)) is None:
+            raise SessionNotFound(session_id)
+
+    async def _lock_state(self, s: AsyncSession, session_id: str) -> int:
+        """Lock the session's state row (creating it at step 0 if needed); return its step."""
+        stmt = (
+            select(SessionState.step)
+            .where(SessionState.session_id == session_id)
+            .with_for_update(key_share=True)
+        )
+        step = await s.scalar(stmt)
+        if step is not None:
+            return step
+        await self._require_session(s, session_id)
+        now = self._clock()
+        await s.execute(
+            self._insert(SessionState)
+            .values(
+                session_id=session_id,
+                step=0,
+                data={},
+                template={},
+                view={},
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["session_id"])
+        )
+        step = await s.scalar(stmt)
+        assert step is not None
+        return step
+
+    # -- users and sessions -----------------------------------------------------------
+
+    async def get_or_create_user(
+        self, identity: str, display_name: str | None = None
+    ) -> UserRecord:
+        """Return the user with ``identity``, creating it if needed (race-safe).
+
+        Args:
+            identity: The user's key: the LiveKit participant identity, or the
+                ``--user`` name in ``chat``/``console``.
+            display_name: The spoken name; replaces the stored one when given.
+        """
+        if not identity:
+            raise ValueError("identity must not be empty")
+        now = self._clock()
+        stmt = self._insert(User).values(
+            id=new_id(),
+            identity=identity,
+            display_name=display_name,
+            created_at=now,
+            updated_at=now,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["identity"],
+            set_={"display_name": func.coalesce(stmt.excluded.display_name, User.display_name)},
+        ).returning(User.id, User.identity, User.display_name, User.created_at)
+
+        async def op(s: AsyncSession) -> UserRecord:
+            return UserRecord(*(await s.execute(stmt)).one())
+
+        return await self._write(op, "get_or_create_user")
+
+    async def create_session(
+        self, user_id: str, design_challenge: str | None = None
+    ) -> SessionRecord:
+        """Create an ``in_progress`` session (and its empty state) for ``user_id``."""
+        now = self._clock()
+        session_id = new_id()
+
+        async def op(s: AsyncSession) -> SessionRecord:
+            await s.execute(
+                insert(SessionRow).values(
+                    id=session_id,
+                    user_id=user_id,
+                    design_challenge=design_challenge,
+                    status="in_progress",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            await s.execute(
+                insert(SessionState).values(
+                    session_id=session_id,
+                    step=0,
+                    data={},
+                    template={},
+                    view={},
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            return SessionRecord(
+                session_id, user_id, design_challenge, "in_progress", None, None, now, now, 0
+            )
+
+        return await self._write(op, "create_session")
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """Return the session, or ``None`` if there is none with that id."""
+
+        async def op(s: AsyncSession) -> SessionRecord | None:
+            row = (
+                await s.execute(self._session_select().where(SessionRow.id == session_id))
+            ).one_or_none()
+            return None if row is None else _session_record(row)
+
+        return await self._read(op, "get_session")
+
+    async def get_user_sessions(self, user_id: str) -> list[SessionRecord]:
+        """Return the user's sessions, newest first, each with its completed-phase count."""
+        stmt = (
+            self._session_select()
+            .where(SessionRow.user_id == user_id)
+            .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+        )
+
+        async def op(s: AsyncSession) -> list[SessionRecord]:
+            return [_session_record(row) for row in await s.execute(stmt)]
+
+        return await self._read(op, "get_user_sessions")
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        status: str | None = None,
+        design_challenge: str | None = None,
+        current_agent: str | None = None,
+        current_phase_id: str | None = None,
+    ) -> SessionRecord:
+        """Change the given fields of a session (``None`` leaves a field) and bump ``updated_at``.
+
+        Raises:
+            ValueError: If ``status`` is not in_progress, completed or failed.
+            SessionNotFound: If there is no such session.
+        """
+        if status is not None:
+            _check_status(status, SESSION_STATUSES, "session")
+        values: dict[str, Any] = {"updated_at": self._clock()}
+        for name, value in (
+            ("status", status),
+            ("design_challenge", design_challenge),
+            ("current_agent", current_agent),
+            ("current_phase_id", current_phase_id),
+        ):
+            if value is not None:
+                values[name] = value
+
+        async def op(s: AsyncSession) -> SessionRecord:
+            result = await s.execute(
+                update(SessionRow)
+                .where(SessionRow.id == session_id)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if getattr(result, "rowcount", 0) == 0:
+                raise SessionNotFound(session_id)
+            row = (await s.execute(self._session_select().where(SessionRow.id == session_id))).one()
+            return _session_record(row)
+
+        return await self._write(op, "update_session")
+
+    async def set_session_status(self, session_id: str, status: str) -> SessionRecord:
+        """Set a session's status (``in_progress``, ``completed`` or ``failed``)."""
+        return await self.update_session(session_id, status=status)
+
+    # -- phase outputs ----------------------------------------------------------------
+
+    async def save_phase_output(
+        self,
+        session_id: str,
+        phase_id: str,
+        phase_name: str,
+        status: str,
+        *,
+        system_prompt: str | None = None,
+        user_input: str | None = None,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> PhaseOutputRecord:
+        """Insert or update the output of one phase (SPEC §4.2).
+
+        ``system_prompt``, ``user_input`` and ``output`` keep their stored value when
+        given as ``None``; ``status`` and ``error`` always take the new value.
+
+        Raises:
+            ValueError: If ``status`` is not running, completed or failed.
+            SessionNotFound: If there is no such session.
+        """
+        _check_status(status, PHASE_STATUSES, "phase")
+        now = self._clock()
+        stmt = self._insert(PhaseOutput).values(
+            id=new_id(),
+            session_id=session_id,
+            phase_id=phase_id,
+            phase_name=phase_name,
+            status=status,
+            system_prompt=system_prompt,
+            user_input=user_input,
+            output=output,
+            error=error,
+            created_at=now,
+            updated_at=now,
+        )
+        new = stmt.excluded
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "phase_id"],
+            set_={
+                "phase_name": new.phase_name,
+                "status": new.status,
+                "system_prompt": func.coalesce(new.system_prompt, PhaseOutput.system_prompt),
+                "user_input": func.coalesce(new.user_input, PhaseOutput.user_input),
+                "output": func.coalesce(new.output, PhaseOutput.output),
+                "error": new.error,
+                "updated_at": new.updated_at,
+            },
+        ).returning(*_OUTPUT_COLUMNS)
+
+        async def op(s: AsyncSession) -> PhaseOutputRecord:
+            await self._require_session(s, session_id)
+            return PhaseOutputRecord(*(await s.execute(stmt)).one())
+
+        return await self._write(op, "save_phase_output")
+
+    async def get_phase_outputs(
+        self, session_id: str, *, include_prompts: bool = True
+    ) -> list[PhaseOutputRecord]:
+        """Return the session's phase outputs ordered by ``created_at`` (then id).
+
+        Args:
+            session_id: The session.
+            include_prompts: Read ``system_prompt`` and ``user_input`` (they can be
+                large); when False they are ``None`` in the records.
+        """
+        columns = (
+            _OUTPUT_COLUMNS
+            if include_prompts
+            else tuple(
+                c
+                for c in _OUTPUT_COLUMNS
+                if c not in (PhaseOutput.system_prompt, PhaseOutput.user_input)
+            )
+        )
+        stmt = (
+            select(*columns)
+            .where(PhaseOutput.session_id == session_id)
+            .order_by(PhaseOutput.created_at, PhaseOutput.id)
+        )
+
+        async def op(s: AsyncSession) -> list[PhaseOutputRecord]:
+            rows = (await s.execute(stmt)).mappings().all()
+            return [
+                PhaseOutputRecord(**{"system_prompt": None, "user_input": None, **row})
+                for row in rows
+            ]
+
+        return await self._read(op, "get_phase_outputs")
+
+    # -- conversation (the conversation zone) -------------------------------------------
+
+    async def add_session_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        phase_id: str | None = None,
+        interrupted: bool = False,
+    ) -> int:
+        """Append one message to the session's conversation and return its id.
+
+        Raises:
+            InvalidRole: If ``role`` is not user, assistant or system (nothing is written).
+            SessionNotFound: If there is no such session.
+        """
+        if role not in MESSAGE_ROLES:
+            raise InvalidRole(role)
+        if not isinstance(content, str):
+            raise TypeError("content must be a string")
+        stmt = (
+            insert(SessionConversation)
+            .values(
+                session_id=session_id,
+                phase_id=phase_id,
+                role=role,
+                content=content,
+                interrupted=interrupted,
+                created_at=self._clock(),
+            )
+            .returning(SessionConversation.id)
+        )
+
+        async def op(s: AsyncSession) -> int:
+            await self._require_session(s, session_id)
+            return int((await s.execute(stmt)).scalar_one())
+
+        return await self._write(op, "add_session_message")
+
+    async def append_conversation(
+        self, session_id: str, role: str, content: str, *, phase_id: str | None = None
+    ) -> int:
+        """The conversation zone's append: :meth:`add_session_message` (no delta, no step)."""
+        return await self.add_session_message(session_id, role, content, phase_id=phase_id)
+
+    async def get_session_conversation(
+        self, session_id: str, *, phase_id: str | None = None
+    ) -> list[MessageRecord]:
+        """Return the conversation in time order (ties by insertion), optionally of one phase."""
+        stmt = select(*_MESSAGE_COLUMNS).where(SessionConversation.session_id == session_id)
+        if phase_id is not None:
+            stmt = stmt.where(SessionConversation.phase_id == phase_id)
+        stmt = stmt.order_by(SessionConversation.created_at, SessionConversation.id)
+
+        async def op(s: AsyncSession) -> list[MessageRecord]:
+            return [MessageRecord(*row) for row in await s.execute(stmt)]
+
+        return await self._read(op, "get_session_conversation")
+
+    # -- agent memory steps -------------------------------------------------------------
+
+    @staticmethod
+    async def _stored_steps(s: AsyncSession, session_id: str) -> int:
+        top = await s.scalar(
+            select(func.max(AgentStep.seq)).where(AgentStep.session_id == session_id)
+        )
+        return 0 if top is None else int(top) + 1
+
+    def _step_rows(
+        self, session_id: str, payloads: Sequence[bytes], start: int
+    ) -> list[dict[str, Any]]:
+        now = self._clock()
+        rows = []
+        for offset, payload in enumerate(payloads):
+            encoded = self._codec.sign(session_id, start + offset, payload)
+            rows.append(
+                {
+                    "session_id": session_id,
+                    "seq": encoded.seq,
+                    "codec": encoded.codec,
+                    "version": encoded.version,
+                    "signature": encoded.signature,
+                    "payload": encoded.payload,
+                    "created_at": now,
+                }
+            )
+        return rows
+
+    async def agent_step_count(self, session_id: str) -> int:
+        """Return how many memory steps are stored for the session."""
+
+        async def op(s: AsyncSession) -> int:
+            return await self._stored_steps(s, session_id)
+
+        return await self._read(op, "agent_step_count")
+
+    async def save_agent_state(self, session_id: str, steps: Sequence[object]) -> int:
+        """Store the session's memory steps, given as the full list so far.
+
+        Only ``steps[stored:]`` are pickled and written (append-only, one row per step);
+        pickling runs in a worker thread.
+
+        Returns:
+            The number of steps stored afterwards.
+
+        Raises:
+            SessionNotFound: If there is no such session.
+            TypeError: If a new step cannot be pickled (nothing is written).
+        """
+        steps = list(steps)
+        known = await self.agent_step_count(session_id)
+        payloads = await asyncio.to_thread(_pickle_all, self._codec, steps[known:], known)
+
+        async def op(s: AsyncSession) -> int:
+            await self._lock_session(s, session_id)
+            stored = await self._stored_steps(s, session_id)
+            if len(steps) <= stored:
+                return stored
+            if stored < known:  # rows vanished meanwhile: pickle the gap here
+                fresh = _pickle_all(self._codec, steps[stored:known], stored) + payloads
+            else:
+                fresh = payloads[stored - known :]
+            await s.execute(insert(AgentStep), self._step_rows(session_id, fresh, stored))
+            return len(steps)
+
+        return await self._write(op, "save_agent_state")
+
+    async def append_agent_steps(
+        self, session_id: str, steps: Sequence[object], *, start: int
+    ) -> int:
+        """Store ``steps`` as memory steps ``start, start + 1, ...``.
+
+        Returns:
+            The number of steps stored afterwards (``start + len(steps)``).
+
+        Raises:
+            StaleWrite: If the stored count is not ``start`` (another writer got there).
+            SessionNotFound: If there is no such session.
+            TypeError: If a step cannot be pickled (nothing is written).
+        """
+        if start < 0:
+            raise ValueError("start must not be negative")
+        payloads = await asyncio.to_thread(_pickle_all, self._codec, list(steps), start)
+
+        async def op(s: AsyncSession) -> int:
+            await self._lock_session(s, session_id)
+            stored = await self._stored_steps(s, session_id)
+            if stored != start:
+                raise StaleWrite(
+                    f"Session {session_id} has {stored} memory steps stored, not {start}"
+                )
+            if payloads:
+                await s.execute(insert(AgentStep), self._step_rows(session_id, payloads, start))
+            return start + len(payloads)
+
+        return await self._write(op, "append_agent_steps")
+
+    def _decode_all(self, session_id: str, rows: Sequence[_Row]) -> list[object]:
+        steps = []
+        for index, row in enumerate(rows):
+            if row.seq != index:
+                raise CorruptBlob(f"session {session_id}: memory step {index} is missing")
+            steps.append(self._codec.decode(session_id, EncodedStep(**row._asdict())))
+        return steps
+
+    async def _decode_or_empty(self, session_id: str, rows: Sequence[_Row]) -> list[object]:
+        if not rows:
+            return []
+        try:
+            return await asyncio.to_thread(self._decode_all, session_id, rows)
+        except CorruptBlob as exc:
+            log.error(
+                "stored memory steps cannot be loaded; falling back to reconstruction: %s",
+                exc,
+                extra={"session_id": session_id},
+            )
+            return []
+
+    @staticmethod
+    def _steps_select(session_id: str) -> _Select:
+        return (
+            select(*_STEP_COLUMNS).where(AgentStep.session_id == session_id).order_by(AgentStep.seq)
+        )
+
+    async def load_agent_state(self, session_id: str) -> list[object]:
+        """Return the session's memory steps in order.
+
+        Returns:
+            The steps; ``[]`` when there are none, and ``[]`` (with an error logged on
+            ``coach.persistence``) when any step is corrupt, tampered with or foreign.
+            Nothing of a rejected blob is ever executed.
+        """
+
+        async def op(s: AsyncSession) -> Sequence[_Row]:
+            return list((await s.execute(self._steps_select(session_id))).all())
+
+        rows = await self._read(op, "load_agent_state")
+        return await self._decode_or_empty(session_id, rows)
+
+    # -- zoned state ----------------------------------------------------------------------
+
+    async def get_state(self, session_id: str) -> StateRecord:
+        """Return the session's zoned state (step 0 and empty zones before any write)."""
+
+        async def op(s: AsyncSession) -> StateRecord:
+            row = (
+                await s.execute(
+                    select(*_STATE_COLUMNS).where(SessionState.session_id == session_id)
+                )
+            ).one_or_none()
+            return StateRecord(session_id, 0) if row is None else StateRecord(*row)
+
+        return await self._read(op, "get_state")
+
+    async def _zoned_write(
+        self,
+        session_id: str,
+        zone: Zone | None,
+        value: dict[str, Any] | None,
+        delta: DeltaSpec,
+        expected_step: int | None,
+    ) -> tuple[StateRecord, Delta]:
+        if not isinstance(delta, DeltaSpec):
+            raise TypeError("delta must be a DeltaSpec")
+        action = delta.action.model_dump(mode="json")
+        result = delta.result.model_dump(mode="json")
+
+        async def op(s: AsyncSession) -> tuple[StateRecord, Delta]:
+            step = await self._lock_state(s, session_id)
+            if expected_step is not None and expected_step != step:
+                raise StaleWrite(
+                    f"Session {session_id} state is at step {step}, not {expected_step}"
+                )
+            new_step = step + 1
+            now = self._clock()
+            values: dict[str, Any] = {"step": new_step, "updated_at": now}
+            if zone is not None:
+                values[zone.value] = value
+            row = (
+                await s.execute(
+                    update(SessionState)
+                    .where(SessionState.session_id == session_id, SessionState.step == step)
+                    .values(**values)
+                    .returning(*_STATE_COLUMNS)
+                    .execution_options(synchronize_session=False)
+                )
+            ).one()
+            recorded = delta.at_step(new_step)
+            try:
+                await s.execute(
+                    insert(StateDelta).values(
+                        session_id=session_id,
+                        step=new_step,
+                        turn_id=recorded.turn_id,
+                        trigger=recorded.trigger,
+                        source=recorded.source,
+                        actor_id=recorded.actor_id,
+                        delta_type=recorded.delta_type,
+                        path=recorded.path,
+                        action=action,
+                        result=result,
+                        created_at=now,
+                    )
+                )
+            except IntegrityError as exc:
+                raise StaleWrite(
+                    f"Session {session_id} already has a delta at step {new_step}"
+                ) from exc
+            return StateRecord(*row), recorded
+
+        what = f"update_{zone.value}" if zone is not None else "add_delta"
+        return await self._write(op, what)
+
+    async def update_data(
+        self,
+        session_id: str,
+        data: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[StateRecord, Delta]:
+        """Replace the data zone and record its delta, atomically; bumps the step.
+
+        Args:
+            session_id: The session.
+            data: The new data zone (a JSON object).
+            delta: Why it changed; its step is assigned here.
+            expected_step: The step the writer last saw; a different stored step
+                raises :class:`~coach.errors.StaleWrite` and writes nothing.
+
+        Returns:
+            The state after the write and the recorded delta (``delta.step == state.step``).
+        """
+        return await self._zoned_write(
+            session_id, Zone.DATA, _json_object(data, "data"), delta, expected_step
+        )
+
+    async def update_template(
+        self,
+        session_id: str,
+        template: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[StateRecord, Delta]:
+        """Replace the template zone and record its delta, atomically (see :meth:`update_data`)."""
+        return await self._zoned_write(
+            session_id, Zone.TEMPLATE, _json_object(template, "template"), delta, expected_step
+        )
+
+    async def update_view(
+        self,
+        session_id: str,
+        view: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[StateRecord, Delta]:
+        """Replace the view zone and record its delta, atomically (see :meth:`update_data`)."""
+        return await self._zoned_write(
+            session_id, Zone.VIEW, _json_object(view, "view"), delta, expected_step
+        )
+
+    async def add_delta(
+        self, session_id: str, delta: DeltaSpec, *, expected_step: int | None = None
+    ) -> tuple[StateRecord, Delta]:
+        """Record a delta that changes no zone (e.g. a search with 0 results); bumps the step."""
+        return await self._zoned_write(session_id, None, None, delta, expected_step)
+
+    async def get_deltas(self, session_id: str, since_step: int = 0) -> list[Delta]:
+        """Return the session's deltas with ``step > since_step``, in step order."""
+        stmt = (
+            select(*_DELTA_COLUMNS)
+            .where(StateDelta.session_id == session_id, StateDelta.step > since_step)
+            .order_by(StateDelta.step)
+        )
+
+        async def op(s: AsyncSession) -> list[Delta]:
+            return [_delta_record(row) for row in await s.execute(stmt)]
+
+        return await self._read(op, "get_deltas")
+
+    # -- resume ---------------------------------------------------------------------------
+
+    async def resume_session(
+        self,
+        session_id: str,
+        *,
+        user_id: str,
+        max_pairs: int = DEFAULT_MAX_PAIRS,
+        include_memory: bool = True,
+    ) -> ResumeResult:
+        """Load a session for continuation (SPEC §5).
+
+        Reads a bounded number of rows for the history window (at most ``max_pairs``
+        phase outputs and ``2 * max_pairs`` messages), whatever the session's length.
+
+        Args:
+            session_id: The session to resume.
+            user_id: Who asks; another user's session is reported as not found.
+            max_pairs: How many history pairs to keep.
+            include_memory: Also load the stored memory steps into ``memory``.
+
+        Raises:
+            SessionNotFound: ``Session {id} not found`` (unknown, or not this user's).
+            SessionCompleted: ``Session {id} already completed``.
+            SessionFailed: ``Session {id} failed and cannot be resumed``.
+            NothingToResume: ``Session {id} has no completed phases to resume from``.
+        """
+        if max_pairs < 0:
+            raise ValueError("max_pairs must not be negative")
+
+        @dataclass
+        class _Loaded:
+            session: SessionRecord
+            outputs: list[_WindowOutput]
+            window: list[_WindowOutput]
+            messages: list[_WindowMessage]
+            steps: Sequence[_Row]
+
+        async def op(s: AsyncSession) -> _Loaded:
+            row = (
+                await s.execute(self._session_select().where(SessionRow.id == session_id))
+            ).one_or_none()
+            if row is None or row.user_id != user_id:
+                raise SessionNotFound(session_id)
+            session = _session_record(row)
+            if session.status == "completed":
+                raise SessionCompleted(session_id)
+            if session.status == "failed":
+                raise SessionFailed(session_id)
+            outputs = [
+                _WindowOutput(phase_id, status, None, None, None)
+                for phase_id, status in await s.execute(
+                    select(PhaseOutput.phase_id, PhaseOutput.status)
+                    .where(PhaseOutput.session_id == session_id)
+                    .order_by(PhaseOutput.created_at, PhaseOutput.id)
+                )
+            ]
+            if not completed_phase_ids(outputs):
+                raise NothingToResume(session_id)
+            window: list[_WindowOutput] = []
+            messages: list[_WindowMessage] = []
+            if max_pairs:
+                window = [
+                    _WindowOutput(phase_id, _COMPLETED, "", user_input, output)
+                    for phase_id, user_input, output in await s.execute(
+                        select(PhaseOutput.phase_id, PhaseOutput.user_input, PhaseOutput.output)
+                        .where(
+                            PhaseOutput.session_id == session_id,
+                            PhaseOutput.status == _COMPLETED,
+                            PhaseOutput.system_prompt.is_not(None),
+                        )
+                        .order_by(PhaseOutput.created_at.desc(), PhaseOutput.id.desc())
+                        .limit(max_pairs)
+                    )
+                ][::-1]
+                messages = [
+                    _WindowMessage(*r)
+                    for r in await s.execute(
+                        select(
+                            SessionConversation.role,
+                            SessionConversation.content,
+                            SessionConversation.phase_id,
+                            SessionConversation.interrupted,
+                        )
+                        .where(SessionConversation.session_id == session_id)
+                        .order_by(
+                            SessionConversation.created_at.desc(), SessionConversation.id.desc()
+                        )
+                        .limit(2 * max_pairs)
+                    )
+                ][::-1]
+            steps: Sequence[_Row] = []
+            if include_memory:
+                steps = (await s.execute(self._steps_select(session_id))).all()
+            return _Loaded(session, outputs, window, messages, steps)
+
+        loaded = await self._read(op, "resume_session")
+        done = completed_phase_ids(loaded.outputs)
+        context = ResumeContext(
+            history=reconstruct_history(loaded.window, loaded.messages, max_pairs),
+            last_completed_phase=done[-1],
+            total_phases=len(self._phase_ids),
+            completed_phases=sum(1 for phase_id in self._phase_ids if phase_id in done),
+        )
+        return ResumeResult(
+            session=loaded.session,
+            next_phase_id=next_phase_id(self._phase_ids, loaded.outputs),
+            context=context,
+            memory=await self._decode_or_empty(session_id, loaded.steps),
+        )
+
+
+async def open_repository(
+    url: str | URL,
+    *,
+    secret: bytes,
+    create_schema: bool = False,
+    phase_ids: Sequence[str] = DEFAULT_PHASE_IDS,
+    pool_size: int = 5,
+    max_overflow: int = 10,
+    clock: Callable[[], datetime] = utcnow,
+) -> Repository:
+    """Open the repository on ``url``.
+
+    Args:
+        url: A SQLAlchemy URL (``sqlite+aiosqlite:///...`` or ``postgresql+asyncpg://...``;
+            the plain ``sqlite://`` / ``postgresql://`` forms get their async driver).
+        secret: The HMAC key of memory steps (``Settings.memory_secret``).
+        create_schema: Run the Alembic migrations first (the embedded SQLite default;
+            PostgreSQL fleets run ``python -m coach db upgrade`` instead).
+        phase_ids: The manifest's phase ids, in order.
+        pool_size: PostgreSQL pool size.
+        max_overflow: PostgreSQL pool overflow.
+        clock: Returns the current UTC time (tests pass a fixed clock).
+
+    Returns:
+        The repository; close it with ``await repo.aclose()`` (or ``async with``).
+    """
+    if create_schema:
+        await upgrade(url)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
+    return Repository(engine, secret=secret, phase_ids=phase_ids, clock=clock)

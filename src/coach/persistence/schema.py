@@ -1,0 +1,249 @@
+"""The database schema (SPEC §4): SQLAlchemy 2 models, the single source for migrations.
+
+Production code never calls ``metadata.create_all``; Alembic migrations in
+``migrations/`` build the schema and a test proves they agree with these models.
+Constraints are named by :data:`NAMING_CONVENTION` so migrations can address them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "MESSAGE_ROLES",
+    "NAMING_CONVENTION",
+    "PHASE_STATUSES",
+    "SESSION_STATUSES",
+    "AgentStep",
+    "Base",
+    "PhaseOutput",
+    "SessionConversation",
+    "SessionRow",
+    "SessionState",
+    "StateDelta",
+    "User",
+    "UTCDateTime",
+    "new_id",
+    "utcnow",
+]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SESSION_STATUSES = ("in_progress", "completed", "failed")
+PHASE_STATUSES = ("running", "completed", "failed")
+MESSAGE_ROLES = ("user", "assistant", "system")
+TRIGGERS = ("user_query", "user_action", "system")
+SOURCES = ("llm", "user", "system")
+DELTA_TYPES = ("add", "update", "remove")
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A new string id (uuid4 hex)."""
+    return uuid.uuid4().hex
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    quoted = ", ".join(f"'{value}'" for value in values)
+    return f'"{column}" IN ({quoted})'
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always returned timezone-aware.
+
+    PostgreSQL keeps ``timestamptz``; SQLite keeps naive UTC text (which sorts in time
+    order), and the zone is put back on read.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; use an aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# Integer ids that grow by insertion order: BIGINT where it matters, and the
+# "INTEGER PRIMARY KEY" rowid alias SQLite needs for autoincrement.
+_BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Declarative base carrying the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+
+
+class _Audit:
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class User(_Audit, Base):
+    """A person, keyed by their LiveKit identity (or the ``--user`` name in chat)."""
+
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    identity: Mapped[str] = mapped_column(String(255), unique=True)
+    display_name: Mapped[str | None] = mapped_column(String(255))
+
+
+class SessionRow(_Audit, Base):
+    """A coaching session of one user."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (
+        CheckConstraint(_in("status", SESSION_STATUSES), name="status"),
+        Index(None, "user_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(String(32), ForeignKey("users.id", ondelete="CASCADE"))
+    design_challenge: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="in_progress")
+    current_agent: Mapped[str | None] = mapped_column(String(64))
+    current_phase_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class PhaseOutput(_Audit, Base):
+    """The output of one phase with the prompts that produced it (SPEC §4.2)."""
+
+    __tablename__ = "phase_outputs"
+    __table_args__ = (
+        UniqueConstraint("session_id", "phase_id"),
+        CheckConstraint(_in("status", PHASE_STATUSES), name="status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    session_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("sessions.id", ondelete="CASCADE")
+    )
+    phase_id: Mapped[str] = mapped_column(String(64))
+    phase_name: Mapped[str] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16))
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    user_input: Mapped[str | None] = mapped_column(Text)
+    output: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class SessionConversation(Base):
+    """One conversation message; append-only (SPEC §4.3, §6)."""
+
+    __tablename__ = "session_conversations"
+    __table_args__ = (
+        CheckConstraint(_in("role", MESSAGE_ROLES), name="role"),
+        Index(None, "session_id"),
+    )
+
+    id: Mapped[int] = mapped_column(_BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("sessions.id", ondelete="CASCADE")
+    )
+    phase_id: Mapped[str | None] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    interrupted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AgentStep(Base):
+    """One pickled, signed memory step (SPEC §4.4); append-only, one row per step."""
+
+    __tablename__ = "agent_steps"
+
+    session_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    codec: Mapped[str] = mapped_column(String(32))
+    version: Mapped[int] = mapped_column(Integer)
+    signature: Mapped[bytes] = mapped_column(LargeBinary(32))
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SessionState(_Audit, Base):
+    """The zoned state of a session: ``step`` and the data/template/view zones (SPEC §4.5).
+
+    The row is the lock that orders writers: every zoned write holds it while it
+    bumps ``step`` and records its delta.
+    """
+
+    __tablename__ = "session_state"
+
+    session_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    template: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    view: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class StateDelta(Base):
+    """Why the state changed at ``step`` (SPEC §4.5); one row per step."""
+
+    __tablename__ = "state_deltas"
+    __table_args__ = (
+        CheckConstraint(_in("trigger", TRIGGERS), name="trigger"),
+        CheckConstraint(_in("source", SOURCES), name="source"),
+        CheckConstraint(_in("delta_type", DELTA_TYPES), name="delta_type"),
+    )
+
+    session_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    turn_id: Mapped[str | None] = mapped_column(String(64))
+    trigger: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(16))
+    actor_id: Mapped[str | None] = mapped_column(String(64))
+    delta_type: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(String(255))
+    action: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    result: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
