@@ -1,0 +1,159 @@
+"""Shared database fixtures: a real SQLite file and a real PostgreSQL database per test.
+
+* ``blank_sqlite_url`` / ``blank_postgres_url``: an empty database (no schema).
+* ``sqlite_url`` / ``postgres_url``: a migrated database (cloned from one migrated
+  template per test run, so each test still gets its own fresh database).
+* ``database_url`` / ``blank_database_url``: parametrized over ``sqlite`` and
+  ``postgres`` (the latter marked ``postgres``).
+* ``repo``: an open :class:`~coach.persistence.Repository` on ``database_url``.
+* ``open_repo``: a factory for more repositories on a URL (closed after the test).
+* ``memory_secret``: the HMAC key the repositories above use.
+
+PostgreSQL is the server at 127.0.0.1:5432 (override with ``COACH_TEST_POSTGRES_URL``,
+an admin URL to its ``postgres`` database). When it cannot be reached the fixtures
+FAIL with a message saying so; they never skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from coach.persistence import Repository, open_repository, upgrade
+
+PG_ADMIN_URL = os.environ.get(
+    "COACH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+MEMORY_SECRET = b"coach-test-secret-0123456789abcdef"
+
+
+def _pg_url(database: str) -> str:
+    url = make_url(PG_ADMIN_URL).set(drivername="postgresql+asyncpg", database=database)
+    return url.render_as_string(hide_password=False)
+
+
+async def _pg_admin(*statements: str) -> None:
+    dsn = make_url(PG_ADMIN_URL).set(drivername="postgresql").render_as_string(False)
+    try:
+        conn = await asyncpg.connect(dsn, timeout=10)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        pytest.fail(
+            f"PostgreSQL is not reachable at {make_url(PG_ADMIN_URL)!r} ({exc}). The "
+            "persistence contract suite runs against a real PostgreSQL; start it or point "
+            "COACH_TEST_POSTGRES_URL at one.",
+            pytrace=False,
+        )
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+def _unique_name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture(scope="session")
+def _pg_template() -> Iterator[str]:
+    """One migrated PostgreSQL database per test run that per-test databases clone."""
+    name = _unique_name("coach_tpl")
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        asyncio.run(upgrade(_pg_url(name)))
+        yield name
+    finally:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite file per test run that per-test files copy."""
+    path = tmp_path_factory.mktemp("coach-template") / "template.db"
+    asyncio.run(upgrade(f"sqlite+aiosqlite:///{path}"))
+    return path
+
+
+@pytest.fixture
+def blank_sqlite_url(tmp_path: Path) -> str:
+    """A SQLite file URL with no schema (the file does not exist yet)."""
+    return f"sqlite+aiosqlite:///{tmp_path / 'coach.db'}"
+
+
+@pytest.fixture
+def blank_postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database; dropped after the test."""
+    name = _unique_name("coach_test")
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    yield _pg_url(name)
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path, _sqlite_template: Path) -> str:
+    """A migrated SQLite file of its own for this test."""
+    path = tmp_path / "coach.db"
+    shutil.copyfile(_sqlite_template, path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
+@pytest.fixture
+def postgres_url(_pg_template: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database of its own for this test; dropped after."""
+    name = _unique_name("coach_test")
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{_pg_template}"'))
+    yield _pg_url(name)
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """A migrated database URL: once a SQLite file, once a PostgreSQL database."""
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def blank_database_url(request: pytest.FixtureRequest) -> str:
+    """An unmigrated database URL: once a SQLite file, once a PostgreSQL database."""
+    url: str = request.getfixturevalue(f"blank_{request.param}_url")
+    return url
+
+
+@pytest.fixture
+def memory_secret() -> bytes:
+    """The HMAC key the test repositories sign memory steps with."""
+    return MEMORY_SECRET
+
+
+@pytest.fixture
+async def repo(database_url: str) -> AsyncIterator[Repository]:
+    """An open repository on ``database_url``; closed after the test."""
+    repository = await open_repository(database_url, secret=MEMORY_SECRET)
+    yield repository
+    await repository.aclose()
+
+
+@pytest.fixture
+async def open_repo() -> AsyncIterator[Callable[..., Awaitable[Repository]]]:
+    """Open more repositories (``await open_repo(url, **kwargs)``); all closed after."""
+    opened: list[Repository] = []
+
+    async def _open(url: str, **kwargs: Any) -> Repository:
+        kwargs.setdefault("secret", MEMORY_SECRET)
+        repository = await open_repository(url, **kwargs)
+        opened.append(repository)
+        return repository
+
+    yield _open
+    for repository in opened:
+        await repository.aclose()

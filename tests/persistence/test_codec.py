@@ -1,0 +1,55 @@
+"""The signed, allow-listed step codec on its own (no database)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from datetime import UTC, datetime
+
+import pytest
+from livekit.agents import llm
+
+from coach.errors import CorruptBlob
+from coach.persistence import StepCodec
+from coach.persistence.codec import CODEC_NAME, CODEC_VERSION
+
+SECRET = b"0123456789abcdef0123456789abcdef"
+
+
+def test_round_trip_of_plain_values_and_chat_items() -> None:
+    codec = StepCodec(SECRET)
+    for step in (
+        {"a": [1, 2.5, None, True], "when": datetime(2030, 1, 1, tzinfo=UTC), "s": {1, 2}},
+        llm.ChatMessage(role="user", content=["hi", llm.ImageContent(image="https://x/y.png")]),
+        llm.FunctionCall(call_id="c", name="f", arguments="{}"),
+    ):
+        encoded = codec.encode("s1", 3, step)
+        assert (encoded.codec, encoded.version, encoded.seq) == (CODEC_NAME, CODEC_VERSION, 3)
+        assert codec.decode("s1", encoded) == step
+
+
+def test_signature_binds_session_position_and_secret() -> None:
+    codec = StepCodec(SECRET)
+    encoded = codec.encode("s1", 0, ["step"])
+    with pytest.raises(CorruptBlob, match="signature mismatch"):
+        codec.decode("s2", encoded)
+    with pytest.raises(CorruptBlob, match="signature mismatch"):
+        codec.decode("s1", dataclasses.replace(encoded, seq=1))
+    with pytest.raises(CorruptBlob, match="signature mismatch"):
+        StepCodec(b"another-secret-of-32-bytes-----!").decode("s1", encoded)
+    with pytest.raises(CorruptBlob, match="unknown codec"):
+        codec.decode("s1", dataclasses.replace(encoded, version=99))
+
+
+def test_allow_list_refuses_unknown_classes_even_when_signed() -> None:
+    codec = StepCodec(SECRET)
+    payload = pickle.dumps(ValueError("x"), protocol=5)
+    with pytest.raises(CorruptBlob, match="builtins.ValueError is not allowed"):
+        codec.decode("s1", codec.sign("s1", 0, payload))
+    extended = StepCodec(SECRET, extra_allowed=[("builtins", "ValueError")])
+    assert isinstance(extended.decode("s1", extended.sign("s1", 0, payload)), ValueError)
+
+
+def test_short_secret_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        StepCodec(b"short")

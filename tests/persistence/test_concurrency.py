@@ -1,0 +1,138 @@
+"""Concurrent writers (SPEC §7): unique, gap-free, ordered steps; stale writers are told."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from livekit.agents import llm
+
+from coach.errors import StaleWrite
+from coach.persistence import Repository
+from coach.state import DeltaSpec
+
+WRITER = Path(__file__).with_name("_writer.py")
+
+
+def _spec(actor: str) -> DeltaSpec:
+    return DeltaSpec(
+        trigger="system", source="system", actor_id=actor, delta_type="update", path="data"
+    )
+
+
+async def _session(repo: Repository) -> str:
+    user = await repo.get_or_create_user("busy")
+    return (await repo.create_session(user.id)).id
+
+
+async def test_many_tasks_get_unique_gap_free_steps(repo: Repository) -> None:
+    sid = await _session(repo)
+
+    async def writer(task: int) -> list[int]:
+        steps = []
+        for i in range(10):
+            state, delta = await repo.update_data(sid, {"task": task, "i": i}, _spec(f"t{task}"))
+            assert state.step == delta.step
+            steps.append(delta.step)
+        return steps
+
+    results = await asyncio.gather(*(writer(task) for task in range(20)))
+
+    every = sorted(step for steps in results for step in steps)
+    assert every == list(range(1, 201))
+    for steps in results:  # each writer saw its own steps strictly increase
+        assert steps == sorted(steps)
+    deltas = await repo.get_deltas(sid)
+    assert [d.step for d in deltas] == list(range(1, 201))
+    assert Counter(d.actor_id for d in deltas) == {f"t{task}": 10 for task in range(20)}
+    assert (await repo.get_state(sid)).step == 200
+
+
+async def test_racing_writers_with_expected_step_one_wins(repo: Repository) -> None:
+    sid = await _session(repo)
+    state = await repo.get_state(sid)
+    outcomes = await asyncio.gather(
+        *(
+            repo.update_data(sid, {"w": n}, _spec(f"w{n}"), expected_step=state.step)
+            for n in range(8)
+        ),
+        return_exceptions=True,
+    )
+    winners = [o for o in outcomes if not isinstance(o, BaseException)]
+    losers = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(winners) == 1
+    assert len(losers) == 7 and all(isinstance(e, StaleWrite) for e in losers)
+    assert (await repo.get_state(sid)).step == 1
+
+
+async def test_concurrent_memory_appends_never_interleave(repo: Repository) -> None:
+    sid = await _session(repo)
+    items = [llm.ChatMessage(role="user", content=[f"m{i}"]) for i in range(12)]
+
+    async def recorder(part: int) -> int | BaseException:
+        try:
+            return await repo.append_agent_steps(sid, items[part * 4 : part * 4 + 4], start=0)
+        except StaleWrite as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(recorder(part) for part in range(3)))
+    assert sum(1 for o in outcomes if o == 4) == 1
+    assert sum(1 for o in outcomes if isinstance(o, StaleWrite)) == 2
+    assert await repo.agent_step_count(sid) == 4
+
+    saved = await asyncio.gather(*(repo.save_agent_state(sid, items) for _ in range(4)))
+    assert saved == [12, 12, 12, 12]
+    loaded = await repo.load_agent_state(sid)
+    assert len(loaded) == 12 and loaded[4:] == items[4:]
+
+
+@pytest.mark.slow
+async def test_two_processes_write_one_session(database_url: str, repo: Repository) -> None:
+    sid = await _session(repo)
+    count = 40
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(WRITER),
+            database_url,
+            sid,
+            actor,
+            str(count),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for actor in ("proc-a", "proc-b")
+    ]
+    try:
+        for proc in procs:  # both connected: start them together
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            if line != b"ready\n":
+                _, err = await proc.communicate()
+                pytest.fail(f"writer did not start: {line!r} {err.decode()[-2000:]}")
+        outputs = await asyncio.wait_for(
+            asyncio.gather(*(proc.communicate(b"go\n") for proc in procs)), 120
+        )
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err.decode()[-2000:]
+        assert out == b"done\n"
+
+    deltas = await repo.get_deltas(sid)
+    assert [d.step for d in deltas] == list(range(1, 2 * count + 1))
+    assert Counter(d.actor_id for d in deltas) == {"proc-a": count, "proc-b": count}
+    state = await repo.get_state(sid)
+    assert state.step == 2 * count
+    messages = await repo.get_session_conversation(sid)
+    assert len(messages) == 2 * count
+    for actor in ("proc-a", "proc-b"):  # each process's own writes stay in its order
+        mine = [m.content for m in messages if m.content.startswith(actor)]
+        assert mine == [f"{actor} {i}" for i in range(count)]
