@@ -127,3 +127,15 @@ def _local_secret(path: Path) -> bytes:
     path.touch(mode=0o600)
     path.write_bytes(key)
     return key
+
+
+def load_settings() -> Settings:
+    """Read settings from the environment; invalid values become one ConfigError."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "COACH_" + "_".join(str(p) for p in first["loc"]).upper()
+        raise ConfigError(f"invalid setting {name}: {first['msg']}") from None

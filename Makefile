@@ -1,0 +1,38 @@
+# Every target bootstraps its own virtualenv in .venv (Python 3.11+ as $(PYTHON)).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "coach needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+## run: chat with the agents in this terminal (COACH_USER=name picks your identity)
+run: $(STAMP)
+	$(PY) -m coach chat $(if $(COACH_USER),--user $(COACH_USER))
+
+## test: the whole test suite (needs PostgreSQL on 127.0.0.1:5432)
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff format --check src tests bench
+	$(PY) -m mypy
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix src tests bench
+	$(PY) -m ruff format src tests bench
+
+bench: $(STAMP)
+	$(PY) -m bench.recording
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

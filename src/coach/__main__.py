@@ -1,0 +1,109 @@
+"""``python -m coach``: the LiveKit worker commands plus chat, db, sessions and token."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from .errors import CoachError
+from .settings import Settings, load_settings
+
+LIVEKIT_COMMANDS = {
+    "dev": "run the worker in development mode (reloads on change)",
+    "start": "run the worker in production mode (drains on SIGTERM, health on :8081)",
+    "console": "talk to the agent through your microphone (needs PortAudio)",
+    "connect": "connect the worker to an existing room",
+    "download-files": "download model files the plugins need (silero VAD, turn detector)",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m coach",
+        description="coach — a LiveKit voice agent that coaches design challenges and "
+        "never loses your place.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chat = sub.add_parser("chat", help="text chat with the agents in this terminal")
+    chat.add_argument("--user", help="your identity (keeps your sessions apart from others')")
+    db = sub.add_parser("db", help="database migrations")
+    db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    db_sub.add_parser("upgrade", help="apply migrations to COACH_DATABASE_URL")
+    token = sub.add_parser("token", help="print a LiveKit join token that dispatches coach")
+    token.add_argument("--identity", required=True)
+    token.add_argument("--room", default="coach")
+    token.add_argument("--name")
+    for name, text in LIVEKIT_COMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False)
+    return parser
+
+
+def _configure_logging(settings: Settings, *, quiet: bool) -> None:
+    level = logging.WARNING if quiet else getattr(logging, settings.log_level.upper(), logging.INFO)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _run_livekit(argv: Sequence[str]) -> int:
+    # Fail fast, without a traceback, on what the worker would only find per job.
+    from .prompts import load_prompts
+
+    settings = load_settings()
+    load_prompts(settings.prompts_dir)
+    if argv[0] != "download-files":
+        settings.require_llm()
+        _ = settings.memory_secret
+    from livekit.agents import cli
+
+    from .surfaces.worker import server
+
+    sys.argv = ["coach", *argv]
+    cli.run_app(server)
+    return 0
+
+
+def _dispatch(argv: Sequence[str]) -> int:
+    if argv and argv[0] in LIVEKIT_COMMANDS:
+        return _run_livekit(argv)
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        _parser().print_help()
+        return 0
+    settings = load_settings()
+    if args.command == "chat":
+        from .surfaces.chat import run_chat
+
+        _configure_logging(settings, quiet=True)
+        return asyncio.run(run_chat(settings, user=args.user))
+    if args.command == "db":
+        from .persistence.migrate import upgrade
+
+        _configure_logging(settings, quiet=False)
+        asyncio.run(upgrade(settings.database_url))
+        print("database is up to date")
+        return 0
+    if args.command == "token":
+        from .surfaces.token import make_token
+
+        print(make_token(args.identity, args.room, name=args.name))
+        return 0
+    raise AssertionError(args.command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m coach`` and the ``coach`` script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except CoachError as exc:
+        print(f"coach: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""What the three agents share: prompt rendering, the greeting on entry, context limits."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterable
+from typing import Any, ClassVar
+
+from livekit.agents import Agent, ModelSettings, llm
+
+from ..prompts import AgentKind
+from ..state.history import prune_chat_items
+from ..userdata import UserData
+
+logger = logging.getLogger("coach.agents")
+
+
+def recap(userdata: UserData) -> str:
+    """One sentence on where a session stands, for greetings after a resume."""
+    manifest = userdata.prompts.manifest
+    done = [manifest.get(p).name for p in userdata.completed_phases]
+    upcoming = userdata.next_phase()
+    parts = [f'you are working on "{userdata.design_challenge or "a new challenge"}"']
+    if done:
+        parts.append(f"{len(done)} of {len(manifest.phases)} phases are done (last: {done[-1]})")
+    if upcoming is not None:
+        parts.append(f"next is {upcoming.name}")
+    return ", ".join(parts) + "."
+
+
+class CoachAgentBase(Agent):
+    """An agent whose instructions and greeting come from its prompt file."""
+
+    kind: ClassVar[AgentKind]
+
+    def __init__(
+        self,
+        userdata: UserData,
+        *,
+        chat_ctx: llm.ChatContext | None = None,
+        resumed: bool = False,
+    ) -> None:
+        self.resumed = resumed
+        super().__init__(instructions=self.render_instructions(userdata), chat_ctx=chat_ctx)
+
+    def render_instructions(self, userdata: UserData) -> str:
+        """The system prompt for the current state of ``userdata``."""
+        return userdata.prompts.render(self.kind, "instructions", **self.prompt_variables(userdata))
+
+    def prompt_variables(self, userdata: UserData) -> dict[str, Any]:
+        """The variables this agent's templates may use."""
+        return {
+            "user_name": userdata.user_name or "(not known yet)",
+            "phase_list": userdata.prompts.phase_list(),
+        }
+
+    def greeting(self, userdata: UserData) -> str:
+        """Instructions for the first reply after this agent takes over."""
+        key = "resume_greeting" if self.resumed else "greeting"
+        if getattr(userdata.prompts.agents[self.kind], key) is None:
+            key = "greeting"
+        return userdata.prompts.render(self.kind, key, **self.greeting_variables(userdata))
+
+    def greeting_variables(self, userdata: UserData) -> dict[str, Any]:
+        """The variables a greeting may use."""
+        return {"user_name": userdata.user_name or "there", "recap": recap(userdata)}
+
+    @property
+    def userdata(self) -> UserData:
+        """The session's shared state."""
+        data: UserData = self.session.userdata
+        return data
+
+    async def on_enter(self) -> None:
+        userdata = self.userdata
+        userdata.current_agent = self.kind
+        await self.on_takeover(userdata)
+        self.session.generate_reply(instructions=self.greeting(userdata))
+
+    async def on_takeover(self, userdata: UserData) -> None:
+        """Hook run when the agent becomes active, before it greets."""
+
+    async def llm_node(
+        self,
+        chat_ctx: llm.ChatContext,
+        tools: list[llm.Tool],
+        model_settings: ModelSettings,
+    ) -> AsyncIterable[llm.ChatChunk | str]:
+        userdata = self.userdata
+        # Back-pressure: if the recorder cannot keep up, the agent waits here rather
+        # than the recorder dropping writes.
+        await userdata.recorder.wait_for_capacity()
+        # The framework hands us a per-request copy: pruning it never touches stored history.
+        kept = prune_chat_items(
+            chat_ctx.items,
+            max_tokens=userdata.max_history_tokens,
+            max_lines=userdata.max_history_lines,
+        )
+        if len(kept) != len(chat_ctx.items):
+            logger.debug(
+                "pruned LLM context", extra={"kept": len(kept), "total": len(chat_ctx.items)}
+            )
+            chat_ctx.items = kept
+        async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
+            if isinstance(chunk, llm.ChatChunk | str):
+                yield chunk

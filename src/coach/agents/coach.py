@@ -1,0 +1,160 @@
+"""DesignCoach: the entry agent. Identifies the user, then starts or resumes a session."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from livekit.agents import RunContext, ToolError, function_tool, llm
+
+from ..errors import ResumeError
+from ..userdata import UserData
+from .base import CoachAgentBase
+from .restore import restored_chat_ctx
+
+logger = logging.getLogger("coach.agents")
+
+MAX_NAME = 80
+MAX_CHALLENGE = 2_000
+_SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def identity_from_name(name: str) -> str:
+    """The chat/console identity for a spoken name: lower-case, spaces to dashes."""
+    return "-".join(name.lower().split())
+
+
+class DesignCoach(CoachAgentBase):
+    """Greets, identifies the user, captures a new challenge or loads an earlier session."""
+
+    kind = "coach"
+
+    @function_tool
+    async def identify_user(self, context: RunContext[UserData], name: str) -> str:
+        """Identify the person you are talking to and look up their earlier sessions.
+
+        Call this as soon as you know the person's name.
+
+        Args:
+            name: The person's name, as they said it.
+        """
+        userdata = context.userdata
+        name = " ".join(name.split())
+        if not name or len(name) > MAX_NAME:
+            raise ToolError(f"The name must be 1 to {MAX_NAME} characters. Ask for it again.")
+        identity = userdata.identity or identity_from_name(name)
+        user = await userdata.store.get_or_create_user(identity, display_name=name)
+        userdata.user_id, userdata.user_name = user.id, name
+        sessions = await userdata.store.get_user_sessions(user.id)
+        if not sessions:
+            return (
+                f"{name} is new here. Ask what they want to design or redesign, "
+                "for whom and why, then call capture_design_challenge."
+            )
+        total = len(userdata.prompts.manifest.phases)
+        lines = [
+            f'- session_id {s.id}: "{s.design_challenge or "no challenge yet"}", started '
+            f"{s.created_at:%Y-%m-%d}, {s.status.replace('_', ' ')}, "
+            f"{s.completed_phases} of {total} phases done"
+            for s in sessions
+        ]
+        return (
+            f"{name} has {len(sessions)} earlier session(s), most recent first:\n"
+            + "\n".join(lines)
+            + "\nOffer to resume the most recent in-progress one, pick another, or start fresh."
+        )
+
+    @function_tool
+    async def select_session_to_load(self, context: RunContext[UserData], session_id: str) -> str:
+        """Mark one of the user's earlier sessions to be loaded.
+
+        Use only a session_id that identify_user listed. After this, ask the user to say
+        "continue" and then call load_selected_session.
+
+        Args:
+            session_id: The id of the session to resume, exactly as listed.
+        """
+        userdata = context.userdata
+        if userdata.user_id is None:
+            raise ToolError("Identify the user first (ask for their name, call identify_user).")
+        session_id = session_id.strip().lower()
+        session = (
+            await userdata.store.get_session(session_id) if _SESSION_ID.match(session_id) else None
+        )
+        if session is None or session.user_id != userdata.user_id:
+            # The same answer for unknown, malformed and other users' ids: nothing leaks.
+            raise ToolError(f"No such session: {session_id}. Use an id identify_user listed.")
+        userdata.pending_session_id = session.id
+        return (
+            f'Session "{session.design_challenge}" is ready to load. Ask the user to say '
+            '"continue" when they are ready, then call load_selected_session.'
+        )
+
+    @function_tool
+    async def load_selected_session(self, context: RunContext[UserData]) -> CoachAgentBase:
+        """Load the selected session and hand the user to the colleague who continues it.
+
+        Call this only after select_session_to_load and the user's confirmation.
+        """
+        userdata = context.userdata
+        session_id = userdata.pending_session_id
+        if session_id is None:
+            raise ToolError("No session is selected. Call select_session_to_load first.")
+        try:
+            result = await userdata.load_state(session_id)
+        except ResumeError as exc:
+            userdata.pending_session_id = None
+            raise ToolError(
+                f"{exc}. Explain this to the user in plain words and offer to start fresh."
+            ) from None
+        logger.info(
+            "session resumed",
+            extra={"session_id": session_id, "next_phase": result.next_phase_id},
+        )
+        from .registry import agent_for
+
+        chat_ctx = restored_chat_ctx(result, current=self.chat_ctx)
+        return agent_for(userdata.next_agent_kind())(userdata, chat_ctx=chat_ctx, resumed=True)
+
+    @function_tool
+    async def capture_design_challenge(self, context: RunContext[UserData], challenge: str) -> str:
+        """Record the design challenge the user wants to work on; starts a new session.
+
+        Args:
+            challenge: One or two sentences: what to design or redesign, for whom, and why.
+        """
+        userdata = context.userdata
+        challenge = challenge.strip()
+        if userdata.user_id is None:
+            raise ToolError("Identify the user first (ask for their name, call identify_user).")
+        if not challenge or len(challenge) > MAX_CHALLENGE:
+            raise ToolError(f"The challenge must be 1 to {MAX_CHALLENGE} characters.")
+        phase = userdata.prompts.manifest.owned_by("coach")[0]
+        if userdata.session_id is None:
+            session = await userdata.store.create_session(userdata.user_id, challenge)
+            userdata.session_id = session.id
+        else:
+            userdata.recorder.session_changed(userdata.session_id, design_challenge=challenge)
+        userdata.design_challenge = challenge
+        userdata.status = "in_progress"
+        userdata.current_phase_id = phase.id
+        recorder = userdata.recorder
+        recorder.phase_started(
+            userdata.session_id,
+            phase,
+            system_prompt=self.render_instructions(userdata),
+            user_input=challenge,
+        )
+        recorder.phase_finished(userdata.session_id, phase, output=challenge)
+        userdata.mark_completed(phase.id, challenge)
+        return "Challenge recorded. Confirm it in one sentence, then call transfer_to_strategist."
+
+    @function_tool
+    async def transfer_to_strategist(self, context: RunContext[UserData]) -> CoachAgentBase:
+        """Hand the user to the Design Strategist once the challenge is captured."""
+        userdata = context.userdata
+        if userdata.session_id is None or userdata.design_challenge is None:
+            raise ToolError("Capture the design challenge first (capture_design_challenge).")
+        from .strategist import DesignStrategist
+
+        return DesignStrategist(userdata, chat_ctx=self.chat_ctx)

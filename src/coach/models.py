@@ -1,0 +1,55 @@
+"""Model plugins built from settings: any OpenAI-compatible server for LLM, STT and TTS."""
+
+from __future__ import annotations
+
+import httpx
+from livekit.agents import NOT_GIVEN
+from livekit.plugins import openai, silero
+
+from .settings import Settings
+
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+def _key(settings: Settings) -> str:
+    # A local OpenAI-compatible server ignores the key, but the client requires one.
+    if settings.openai_api_key is not None:
+        return settings.openai_api_key.get_secret_value()
+    return "not-needed"
+
+
+def build_llm(settings: Settings) -> openai.LLM:
+    """The chat model. Raises ConfigError when neither OpenAI nor a base URL is configured."""
+    settings.require_llm()
+    timeout = httpx.Timeout(connect=15.0, read=settings.llm_read_timeout, write=15.0, pool=15.0)
+    return openai.LLM(
+        model=settings.llm_model,
+        api_key=_key(settings),
+        base_url=settings.llm_base_url or OPENAI_URL,
+        timeout=timeout,
+        temperature=NOT_GIVEN if settings.llm_temperature is None else settings.llm_temperature,
+    )
+
+
+def build_stt(settings: Settings) -> openai.STT:
+    """Speech-to-text (OpenAI, or a compatible server via COACH_STT_BASE_URL)."""
+    return openai.STT(
+        model=settings.stt_model,
+        api_key=_key(settings),
+        base_url=settings.stt_base_url or settings.llm_base_url or OPENAI_URL,
+    )
+
+
+def build_tts(settings: Settings) -> openai.TTS:
+    """Text-to-speech (OpenAI, or a compatible server via COACH_TTS_BASE_URL)."""
+    return openai.TTS(
+        model=settings.tts_model,
+        voice=settings.tts_voice,
+        api_key=_key(settings),
+        base_url=settings.tts_base_url or settings.llm_base_url or OPENAI_URL,
+    )
+
+
+def load_vad() -> silero.VAD:
+    """The silero voice-activity detector (loaded once per worker process)."""
+    return silero.VAD.load()

@@ -1,0 +1,299 @@
+"""The recorder: one background writer per process that persists what sessions queue.
+
+Callers (event handlers, tools) only enqueue — :meth:`Recorder.submit` is synchronous
+and never touches the database, so recording adds nothing to a voice turn. One task
+drains the queue in order: everything queued while the previous commit ran is written
+together in the next transaction (group commit). Consecutive memory-step appends of a
+session coalesce into one. On a database error the writer keeps the batch and retries
+with backoff while the conversation goes on; nothing is dropped or reordered. When the
+queue reaches its bound, :meth:`Recorder.wait_for_capacity` slows the agent down
+(back-pressure) instead of losing writes.
+
+Durability contract: a write is durable once its batch commits. A SIGKILL loses at most
+what was queued but not yet committed — the current commit window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import exc as sa_exc
+
+from ..errors import CoachError, StaleWrite, StorageError
+from ..prompts import Phase
+from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp
+
+if TYPE_CHECKING:
+    from ..persistence import Repository
+
+logger = logging.getLogger("coach.recorder")
+
+_PERMANENT = (sa_exc.IntegrityError, sa_exc.DataError, sa_exc.ProgrammingError)
+
+
+@dataclass(frozen=True)
+class RecorderStats:
+    """A snapshot of the recorder's health."""
+
+    queue_depth: int
+    """Writes queued and not yet committed."""
+    write_lag: float
+    """Seconds the oldest uncommitted write has waited (0 when idle)."""
+    errors: int
+    """Database errors seen (each retry counts)."""
+    dropped: int
+    """Writes given up on because they can never succeed (logged with the reason)."""
+    written: int
+    """Writes committed since start."""
+    batches: int
+    """Transactions committed since start."""
+
+
+def coalesce(ops: Sequence[WriteOp]) -> list[WriteOp]:
+    """Merge consecutive contiguous memory-step appends of the same session."""
+    merged: list[WriteOp] = []
+    for op in ops:
+        last = merged[-1] if merged else None
+        if (
+            isinstance(op, AppendSteps)
+            and isinstance(last, AppendSteps)
+            and last.session_id == op.session_id
+            and last.start + len(last.steps) == op.start
+        ):
+            merged[-1] = AppendSteps(op.session_id, last.start, last.steps + op.steps)
+        else:
+            merged.append(op)
+    return merged
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a storage error may go away by itself (connection lost, database locked)."""
+    if isinstance(exc, StaleWrite) or not isinstance(exc, StorageError):
+        return False
+    return not isinstance(exc.__cause__, _PERMANENT)
+
+
+class Recorder:
+    """Queues writes from every session of this process and commits them in the background."""
+
+    def __init__(
+        self,
+        store: Repository,
+        *,
+        max_pending: int = 10_000,
+        max_batch: int = 500,
+        retry_initial: float = 0.05,
+        retry_max: float = 2.0,
+        stats_interval: float = 30.0,
+    ) -> None:
+        self._store = store
+        self._max_pending = max_pending
+        self._max_batch = max_batch
+        self._retry_initial = retry_initial
+        self._retry_max = retry_max
+        self._stats_interval = stats_interval
+        self._queue: deque[tuple[int, float, WriteOp]] = deque()
+        self._submitted = 0
+        self._committed = 0
+        self._errors = 0
+        self._dropped = 0
+        self._batches = 0
+        self._inflight_since: float | None = None
+        self._inflight = 0
+        self._wakeup = asyncio.Event()
+        self._progress = asyncio.Condition()
+        self._capacity = asyncio.Event()
+        self._capacity.set()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._last_stats_log = time.monotonic()
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer task (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="coach.recorder")
+
+    async def aclose(self, timeout: float = 10.0) -> bool:
+        """Flush with a bounded wait, then stop. Returns False if writes were left behind."""
+        flushed = await self.flush(timeout)
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        stats = self.stats()
+        if flushed:
+            logger.info("recorder closed", extra={"written": stats.written, "errors": stats.errors})
+        else:
+            logger.error(
+                "recorder closed with unwritten data",
+                extra={"unwritten": stats.queue_depth, "errors": stats.errors},
+            )
+        return flushed
+
+    # --- queueing (synchronous, never blocks) -----------------------------------------
+
+    def submit(self, op: WriteOp) -> None:
+        """Queue one write. Never blocks and never drops; see :meth:`wait_for_capacity`."""
+        self._submitted += 1
+        self._queue.append((self._submitted, time.monotonic(), op))
+        if self.pending >= self._max_pending:
+            self._capacity.clear()
+        self._wakeup.set()
+
+    def message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        phase_id: str | None = None,
+        interrupted: bool = False,
+    ) -> None:
+        """Queue a conversation message."""
+        self.submit(AddMessage(session_id, role, content, phase_id, interrupted))
+
+    def phase_started(
+        self, session_id: str, phase: Phase, *, system_prompt: str, user_input: str
+    ) -> None:
+        """Queue a ``running`` phase output with the prompts sent to the LLM."""
+        self.submit(
+            SavePhaseOutput(
+                session_id,
+                phase.id,
+                phase.name,
+                "running",
+                system_prompt=system_prompt,
+                user_input=user_input,
+            )
+        )
+
+    def phase_finished(
+        self, session_id: str, phase: Phase, *, output: str | None = None, error: str | None = None
+    ) -> None:
+        """Queue a ``completed`` (or, with ``error``, ``failed``) phase output."""
+        status = "failed" if error is not None else "completed"
+        self.submit(
+            SavePhaseOutput(session_id, phase.id, phase.name, status, output=output, error=error)
+        )
+
+    def session_changed(self, session_id: str, **fields: Any) -> None:
+        """Queue session bookkeeping (status, design_challenge, current_agent, current_phase_id)."""
+        self.submit(UpdateSession(session_id, fields))
+
+    def steps(self, session_id: str, start: int, steps: Sequence[object]) -> None:
+        """Queue agent memory steps to append at position ``start``."""
+        self.submit(AppendSteps(session_id, start, tuple(steps)))
+
+    # --- waiting -------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Writes submitted and not yet committed (or dropped)."""
+        return self._submitted - self._committed
+
+    @property
+    def saturated(self) -> bool:
+        """True while the queue is at its bound (:meth:`wait_for_capacity` blocks)."""
+        return not self._capacity.is_set()
+
+    async def wait_for_capacity(self) -> None:
+        """Wait while the queue is at its bound (back-pressure on the agent)."""
+        await self._capacity.wait()
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is committed. False on timeout."""
+        target = self._submitted
+        self._wakeup.set()
+
+        async def _reached() -> None:
+            async with self._progress:
+                await self._progress.wait_for(lambda: self._committed >= target)
+
+        try:
+            await asyncio.wait_for(_reached(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def stats(self) -> RecorderStats:
+        """Queue depth, write lag, error and throughput counters."""
+        oldest = self._queue[0][1] if self._queue else self._inflight_since
+        return RecorderStats(
+            queue_depth=self.pending,
+            write_lag=time.monotonic() - oldest if oldest is not None and self.pending else 0.0,
+            errors=self._errors,
+            dropped=self._dropped,
+            written=self._committed - self._dropped,
+            batches=self._batches,
+        )
+
+    # --- the writer ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._closing:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._max_batch))]
+            self._inflight_since = batch[0][1]
+            await self._write(coalesce([op for _, _, op in batch]))
+            self._inflight_since = None
+            async with self._progress:
+                self._committed += len(batch)
+                self._progress.notify_all()
+            if self.pending < self._max_pending:
+                self._capacity.set()
+            self._maybe_log_stats()
+
+    async def _write(self, ops: list[WriteOp]) -> None:
+        delay = self._retry_initial
+        while True:
+            try:
+                await self._store.write_batch(ops)
+                self._batches += 1
+                return
+            except CoachError as exc:
+                self._errors += 1
+                if not is_transient(exc):
+                    break
+                logger.warning(
+                    "database unavailable; will retry", extra={"error": str(exc), "retry_in": delay}
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._retry_max)
+        # A permanent error poisons only the op that caused it: write the rest one by one.
+        for op in ops:
+            try:
+                await self._store.write_batch([op])
+                self._batches += 1
+            except CoachError as exc:
+                if is_transient(exc):
+                    await self._write([op])
+                    continue
+                self._dropped += 1
+                logger.error(
+                    "write rejected; dropped",
+                    extra={"op": type(op).__name__, "session_id": op.session_id, "error": str(exc)},
+                )
+
+    def _maybe_log_stats(self) -> None:
+        now = time.monotonic()
+        if now - self._last_stats_log >= self._stats_interval and logger.isEnabledFor(
+            logging.DEBUG
+        ):
+            self._last_stats_log = now
+            stats = self.stats()
+            logger.debug("recorder stats", extra=stats.__dict__)

@@ -1,0 +1,88 @@
+"""Wiring shared by every surface (worker, chat REPL, tests): one per process.
+
+A :class:`Runtime` owns the repository (engine and pool), the prompt book and the
+recorder's background writer; :meth:`Runtime.new_session` builds an ``AgentSession``
+with its ``UserData`` and recording attached.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from livekit.agents import APIConnectOptions, AgentSession, llm
+from livekit.agents.voice.agent_session import SessionConnectOptions
+
+from .agents import DesignCoach
+from .persistence import Repository, open_repository
+from .prompts import PromptBook, load_prompts
+from .recording import Recorder, SessionRecorder
+from .settings import Settings
+from .userdata import UserData
+
+logger = logging.getLogger("coach")
+
+
+@dataclass
+class Runtime:
+    """The process-wide pieces: settings, prompts, repository, recorder."""
+
+    settings: Settings
+    prompts: PromptBook
+    store: Repository
+    recorder: Recorder
+
+    @classmethod
+    async def open(cls, settings: Settings, *, prompts: PromptBook | None = None) -> Runtime:
+        """Load prompts, open the repository (migrating the embedded SQLite default) and
+        start the recorder. Raises PromptError, ConfigError or StorageError."""
+        prompts = prompts or load_prompts(settings.prompts_dir)
+        store = await open_repository(
+            settings.database_url,
+            create_schema=settings.is_embedded_sqlite,
+            secret=settings.memory_secret,
+            phase_ids=prompts.manifest.ids,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+        )
+        recorder = Recorder(store, max_pending=settings.recorder_queue_size)
+        recorder.start()
+        return cls(settings=settings, prompts=prompts, store=store, recorder=recorder)
+
+    async def aclose(self) -> None:
+        """Flush the recorder (bounded by the shutdown timeout), then close the database."""
+        await self.recorder.aclose(self.settings.recorder_shutdown_timeout)
+        await self.store.aclose()
+
+    def new_userdata(self, *, identity: str | None = None) -> UserData:
+        """Fresh shared state for one conversation."""
+        return UserData(
+            prompts=self.prompts,
+            store=self.store,
+            recorder=self.recorder,
+            identity=identity,
+            max_resume_pairs=self.settings.resume_max_pairs,
+            max_history_tokens=self.settings.max_history_tokens,
+            max_history_lines=self.settings.max_history_lines,
+        )
+
+    def new_session(self, userdata: UserData, **session_kwargs: Any) -> AgentSession[UserData]:
+        """An ``AgentSession`` for ``userdata`` with recording attached.
+
+        The LLM request timeout comes from settings: the plugin's per-request default
+        (10 s) is too short for a local model loading its weights.
+        """
+        session_kwargs.setdefault(
+            "conn_options",
+            SessionConnectOptions(
+                llm_conn_options=APIConnectOptions(timeout=self.settings.llm_read_timeout)
+            ),
+        )
+        session: AgentSession[UserData] = AgentSession(userdata=userdata, **session_kwargs)
+        SessionRecorder(userdata).attach(session)
+        return session
+
+    def first_agent(self, userdata: UserData, chat_ctx: llm.ChatContext | None = None) -> DesignCoach:
+        """The entry agent."""
+        return DesignCoach(userdata, chat_ctx=chat_ctx)

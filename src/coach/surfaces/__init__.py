@@ -1,0 +1,1 @@
+"""How people reach coach: the LiveKit worker, the text chat REPL, the operator CLI."""

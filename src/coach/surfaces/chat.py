@@ -1,0 +1,86 @@
+"""``python -m coach chat``: the agents in a terminal, text in and text out.
+
+The same agents, prompts and persistence as the worker, driven through
+``AgentSession.run`` — no audio libraries needed. Interactive on a terminal; with
+piped input it reads one user turn per line and exits after the last reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any, TextIO
+
+from livekit.agents import llm
+from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
+
+from ..models import build_llm
+from ..runtime import Runtime
+from ..settings import Settings
+
+DIM, RESET = "\033[2m", "\033[0m"
+
+
+class Transcript:
+    """Prints replies, and tool calls and handoffs dimmed, as the session emits them."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._color = out.isatty()
+
+    def _dim(self, text: str) -> None:
+        line = f"{DIM}{text}{RESET}" if self._color else text
+        print(line, file=self._out, flush=True)
+
+    def on_item(self, event: ConversationItemAddedEvent) -> None:
+        item = event.item
+        if isinstance(item, llm.ChatMessage) and item.role == "assistant" and item.text_content:
+            suffix = " [interrupted]" if item.interrupted else ""
+            print(f"coach> {item.text_content}{suffix}", file=self._out, flush=True)
+        elif isinstance(item, llm.AgentHandoff):
+            self._dim(f"  ↪ handoff: {item.old_agent_id or '-'} → {item.new_agent_id}")
+
+    def on_tools(self, event: FunctionToolsExecutedEvent) -> None:
+        for call, output in zip(event.function_calls, event.function_call_outputs, strict=False):
+            status = "error" if output.is_error else "ok"
+            self._dim(f"  ⚙ {call.name}({call.arguments}) → {status}")
+
+
+async def _read_line(stream: TextIO, prompt: str) -> str | None:
+    if stream.isatty():
+        try:
+            return await asyncio.to_thread(input, prompt)
+        except EOFError:
+            return None
+    line = await asyncio.to_thread(stream.readline)
+    return line.rstrip("\n") if line else None
+
+
+async def run_chat(
+    settings: Settings,
+    *,
+    user: str | None = None,
+    chat_llm: llm.LLM | None = None,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+) -> int:
+    """Run the REPL until end of input. Returns the process exit code."""
+    model: Any = chat_llm or build_llm(settings)  # ConfigError before anything else happens
+    runtime = await Runtime.open(settings)
+    try:
+        userdata = runtime.new_userdata(identity=user)
+        session = runtime.new_session(userdata, llm=model)
+        transcript = Transcript(stdout)
+        session.on("conversation_item_added", transcript.on_item)
+        session.on("function_tools_executed", transcript.on_tools)
+        try:
+            greeting = await session.start(runtime.first_agent(userdata), capture_run=True)
+            await greeting
+            while (line := await _read_line(stdin, "you> ")) is not None:
+                if line.strip():
+                    await session.run(user_input=line.strip())
+        finally:
+            await session.aclose()
+    finally:
+        await runtime.aclose()
+    return 0

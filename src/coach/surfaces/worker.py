@@ -1,0 +1,49 @@
+"""The LiveKit worker: one ``AgentServer`` with the ``coach`` rtc_session entrypoint."""
+
+from __future__ import annotations
+
+import logging
+
+from livekit.agents import AgentServer, JobContext, JobProcess
+
+from ..models import build_llm, build_stt, build_tts, load_vad
+from ..runtime import Runtime
+from ..settings import Settings
+
+logger = logging.getLogger("coach.worker")
+
+AGENT_NAME = "coach"
+
+
+def prewarm(proc: JobProcess) -> None:
+    """Load the VAD once per worker process, before jobs arrive."""
+    proc.userdata["vad"] = load_vad()
+
+
+server = AgentServer(setup_fnc=prewarm)
+
+
+@server.rtc_session(agent_name=AGENT_NAME)
+async def entrypoint(ctx: JobContext) -> None:
+    """Run one conversation in the job's room."""
+    settings = Settings()
+    # The engine binds to this job's event loop, so it is created here, not in prewarm.
+    runtime = await Runtime.open(settings)
+
+    async def _flush(reason: str) -> None:
+        logger.info("job shutting down; flushing recorder", extra={"reason": reason})
+        await runtime.aclose()
+
+    ctx.add_shutdown_callback(_flush)
+    await ctx.connect()
+    participant = await ctx.wait_for_participant()
+    userdata = runtime.new_userdata(identity=participant.identity)
+    userdata.user_name = participant.name or None
+    session = runtime.new_session(
+        userdata,
+        llm=build_llm(settings),
+        stt=build_stt(settings),
+        tts=build_tts(settings),
+        vad=ctx.proc.userdata["vad"],
+    )
+    await session.start(agent=runtime.first_agent(userdata), room=ctx.room)

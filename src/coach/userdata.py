@@ -1,0 +1,101 @@
+"""``UserData``: the one state object the three agents share through ``RunContext``.
+
+Tools change it; transfer tools read it to decide where the conversation goes next.
+It never holds a database session: reads go through ``store`` (one transaction per
+call) and writes through ``recorder`` (queued, off the voice turn's path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from .prompts import AgentKind, Phase, PromptBook
+
+if TYPE_CHECKING:
+    from .persistence import Repository, ResumeResult
+    from .recording import Recorder
+
+SessionStatus = Literal["new", "in_progress", "completed", "failed"]
+
+
+@dataclass
+class UserData:
+    """Shared state of one conversation (one ``AgentSession``)."""
+
+    prompts: PromptBook
+    store: Repository
+    recorder: Recorder
+    identity: str | None = None
+    """The user's key: the authenticated participant identity, or ``--user`` in chat."""
+    user_id: str | None = None
+    user_name: str | None = None
+    session_id: str | None = None
+    pending_session_id: str | None = None
+    design_challenge: str | None = None
+    status: SessionStatus = "new"
+    current_phase_id: str | None = None
+    current_agent: AgentKind = "coach"
+    phase_outputs: dict[str, str] = field(default_factory=dict)
+    """Completed phases' outputs by phase id."""
+    evaluation: dict[str, object] | None = None
+    resumed: ResumeResult | None = None
+    """What ``load_state`` restored, kept so the next agent can rebuild its context."""
+    stored_steps: int = 0
+    """How many memory steps the resumed session had stored (new ones append after)."""
+    max_resume_pairs: int = 25
+    max_history_tokens: int = 100_000
+    max_history_lines: int = 50_000
+
+    # --- phases --------------------------------------------------------------------
+
+    def phase(self, phase_id: str) -> Phase:
+        """The manifest entry of a phase."""
+        return self.prompts.manifest.get(phase_id)
+
+    def next_phase(self, owner: AgentKind | None = None) -> Phase | None:
+        """The first phase (of ``owner``, if given) without a completed output."""
+        for phase in self.prompts.manifest.phases:
+            if phase.id not in self.completed_phases and owner in (None, phase.owner):
+                return phase
+        return None
+
+    @property
+    def completed_phases(self) -> list[str]:
+        """Phase ids with a completed output, in manifest order."""
+        return [p for p in self.prompts.manifest.ids if p in self.phase_outputs]
+
+    def mark_completed(self, phase_id: str, output: str) -> None:
+        """Record in memory that a phase is done, with its output."""
+        self.phase_outputs[phase_id] = output
+
+    def next_agent_kind(self) -> AgentKind:
+        """Which agent should own the conversation given what is completed."""
+        phase = self.next_phase()
+        return phase.owner if phase is not None else "evaluator"
+
+    # --- sessions ------------------------------------------------------------------
+
+    async def load_state(self, session_id: str) -> ResumeResult:
+        """Load a stored session of this user into this object.
+
+        Raises:
+            ResumeError: the session is unknown, not this user's, finished, or has
+                nothing to resume (the message is meant for the user).
+        """
+        assert self.user_id is not None, "identify the user before loading a session"
+        result = await self.store.resume_session(
+            session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
+        )
+        outputs = await self.store.get_phase_outputs(session_id, include_prompts=False)
+        self.session_id = result.session.id
+        self.pending_session_id = None
+        self.design_challenge = result.session.design_challenge
+        self.status = "in_progress"
+        self.phase_outputs = {
+            o.phase_id: o.output or "" for o in outputs if o.status == "completed"
+        }
+        self.current_phase_id = result.next_phase_id
+        self.stored_steps = await self.store.agent_step_count(session_id)
+        self.resumed = result
+        return result

@@ -1,0 +1,154 @@
+"""The whole conversation with a scripted LLM: coach → strategist → evaluator."""
+
+from livekit.agents import AgentSession
+
+from coach.agents import DesignCoach, DesignEvaluator, DesignStrategist
+from coach.runtime import Runtime
+from coach.userdata import UserData
+from tests.fakes import ScriptedLLM, call, say
+
+CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
+
+
+async def start(runtime: Runtime, model: ScriptedLLM, identity: str | None = None) -> AgentSession[UserData]:
+    userdata = runtime.new_userdata(identity=identity)
+    session = runtime.new_session(userdata, llm=model)
+    greeting = await session.start(runtime.first_agent(userdata), capture_run=True)
+    await greeting
+    return session
+
+
+async def test_coach_captures_challenge_and_hands_off_to_strategist(runtime: Runtime) -> None:
+    model = ScriptedLLM([say("Hi! What's your name?")])
+    session = await start(runtime, model)
+
+    model.extend([call("identify_user", name="Ada Lovelace"), say("Welcome Ada, what shall we design?")])
+    result = await session.run(user_input="I'm Ada Lovelace")
+    result.expect.next_event().is_function_call(name="identify_user", arguments={"name": "Ada Lovelace"})
+    out = result.expect.next_event().is_function_call_output()
+    assert "new here" in out.event().item.output
+    result.expect.next_event().is_message(role="assistant")
+
+    model.extend([
+        call("capture_design_challenge", challenge=CHALLENGE),
+        call("transfer_to_strategist"),
+        say("I'm the Design Strategist. Who are your new users?"),
+    ])
+    result = await session.run(user_input=f"I want to {CHALLENGE}")
+    result.expect.skip_next_event_if(type="message")
+    result.expect.next_event().is_function_call(name="capture_design_challenge")
+    result.expect.next_event().is_function_call_output()
+    result.expect.skip_next_event_if(type="message")
+    result.expect.next_event().is_function_call(name="transfer_to_strategist")
+    result.expect.next_event().is_function_call_output()
+    result.expect.next_event().is_agent_handoff(new_agent_type=DesignStrategist)
+    result.expect.next_event().is_message(role="assistant")
+
+    userdata = session.userdata
+    assert isinstance(session.current_agent, DesignStrategist)
+    assert userdata.design_challenge == CHALLENGE
+    assert userdata.status == "in_progress"
+    assert userdata.current_phase_id == "empathize"
+    assert userdata.completed_phases == ["challenge"]
+    # The strategist's system prompt is rendered for its first phase and the challenge.
+    system = model.requests[-1].system_prompt
+    assert "Current phase: Empathize" in system and CHALLENGE in system
+    await session.aclose()
+
+
+async def test_strategist_completes_phases_in_order_then_evaluator_finishes(runtime: Runtime) -> None:
+    model = ScriptedLLM([say("Hi! Your name?")])
+    session = await start(runtime, model)
+    model.extend([
+        call("identify_user", name="Grace"),
+        call("capture_design_challenge", challenge=CHALLENGE),
+        call("transfer_to_strategist"),
+        say("Strategist here. Let's empathize."),
+    ])
+    await session.run(user_input=f"Grace. {CHALLENGE}")
+    userdata = session.userdata
+    strategist = session.current_agent
+    assert isinstance(strategist, DesignStrategist)
+
+    # Handing off early is refused by state, not by the prompt.
+    model.extend([call("transfer_to_evaluator"), say("We still have phases to do.")])
+    result = await session.run(user_input="Can we skip to the evaluation?")
+    result.expect.next_event().is_function_call(name="transfer_to_evaluator")
+    refused = result.expect.next_event().is_function_call_output().event().item
+    assert refused.is_error and "Empathize, Define, Ideate, Strategy" in refused.output
+    assert isinstance(session.current_agent, DesignStrategist)
+
+    seen_phases = []
+    for phase in ("empathize", "define", "ideate", "strategy"):
+        seen_phases.append(userdata.current_phase_id)
+        model.extend([call("complete_phase", summary=f"{phase} summary"), say(f"{phase} done.")])
+        await session.run(user_input=f"I agree with the {phase} result")
+    assert seen_phases == ["empathize", "define", "ideate", "strategy"]
+    assert userdata.completed_phases == ["challenge", "empathize", "define", "ideate", "strategy"]
+    assert userdata.phase_outputs["ideate"] == "ideate summary"
+
+    model.extend([call("transfer_to_evaluator"), say("Evaluator here. Let's review.")])
+    result = await session.run(user_input="Let's evaluate")
+    result.expect.contains_agent_handoff(new_agent_type=DesignEvaluator)
+    assert isinstance(session.current_agent, DesignEvaluator)
+    assert userdata.current_phase_id == "evaluation"
+    assert "Current phase: Evaluation" in model.requests[-1].system_prompt
+
+    # Out-of-range scores are a tool error and change nothing.
+    model.extend([
+        call("record_evaluation", desirability=9, feasibility=3, viability=4, summary="x"),
+        say("Let me fix that."),
+    ])
+    result = await session.run(user_input="Score it")
+    bad = result.expect.next_event(type="function_call_output").event().item
+    assert bad.is_error and "desirability" in bad.output
+    assert userdata.evaluation is None
+
+    model.extend([
+        call("record_evaluation", desirability=4, feasibility=3, viability=4, summary="Solid."),
+        say("Scores recorded."),
+    ])
+    await session.run(user_input="Score it properly")
+    assert userdata.evaluation == {"desirability": 4, "feasibility": 3, "viability": 4, "summary": "Solid."}
+
+    model.extend([call("finish_session"), say("Goodbye!")])
+    await session.run(user_input="Let's wrap up")
+    assert userdata.status == "completed"
+    await session.aclose()
+
+    await runtime.recorder.flush()
+    stored = await runtime.store.get_session(userdata.session_id)  # type: ignore[arg-type]
+    assert stored is not None and stored.status == "completed"
+
+
+async def test_userdata_is_one_object_shared_by_all_agents(runtime: Runtime) -> None:
+    model = ScriptedLLM([say("Hi!")])
+    session = await start(runtime, model)
+    first = session.userdata
+    assert isinstance(session.current_agent, DesignCoach)
+    model.extend([
+        call("identify_user", name="Lin"),
+        call("capture_design_challenge", challenge=CHALLENGE),
+        call("transfer_to_strategist"),
+        say("Strategist."),
+    ])
+    await session.run(user_input="Lin here")
+    assert session.current_agent.session.userdata is first
+    assert first.user_name == "Lin" and first.session_id is not None
+    await session.aclose()
+
+
+async def test_tools_refuse_out_of_order_calls(runtime: Runtime) -> None:
+    model = ScriptedLLM([say("Hi!")])
+    session = await start(runtime, model)
+    model.extend([call("capture_design_challenge", challenge=CHALLENGE), say("Who are you?")])
+    result = await session.run(user_input="Design a thing")
+    err = result.expect.next_event(type="function_call_output").event().item
+    assert err.is_error and "identify_user" in err.output
+    model.extend([call("transfer_to_strategist"), say("First the challenge.")])
+    result = await session.run(user_input="Go to the strategist")
+    err = result.expect.next_event(type="function_call_output").event().item
+    assert err.is_error and "capture_design_challenge" in err.output
+    assert isinstance(session.current_agent, DesignCoach)
+    assert session.userdata.session_id is None
+    await session.aclose()

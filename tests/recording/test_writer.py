@@ -1,0 +1,165 @@
+"""The recorder's queue against a fake store: order, coalescing, retry, back-pressure."""
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+from sqlalchemy import exc as sa_exc
+
+from coach.errors import StaleWrite, StorageError
+from coach.recording import AddMessage, AppendSteps, Recorder, UpdateSession, WriteOp
+from coach.recording.writer import coalesce, is_transient
+
+
+def storage_error(cause: Exception) -> StorageError:
+    try:
+        raise StorageError("db failed") from cause
+    except StorageError as err:
+        return err
+
+
+class FakeStore:
+    """Records committed batches; can be told to fail (the database being down)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[WriteOp]] = []
+        self.down = False
+        self.failures = 0
+        self.gate: asyncio.Event | None = None
+        self.entered = asyncio.Event()
+        self.reject: set[str] = set()  # contents rejected permanently
+
+    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
+        self.entered.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.down:
+            self.failures += 1
+            raise storage_error(sa_exc.OperationalError("select 1", {}, Exception("connection refused")))
+        for op in ops:
+            if isinstance(op, AddMessage) and op.content in self.reject:
+                raise storage_error(sa_exc.IntegrityError("insert", {}, Exception("check failed")))
+        self.batches.append(list(ops))
+
+    @property
+    def ops(self) -> list[WriteOp]:
+        return [op for batch in self.batches for op in batch]
+
+
+def msg(i: int, session: str = "s1") -> AddMessage:
+    return AddMessage(session, "user", f"m{i}")
+
+
+async def test_everything_is_written_in_submission_order() -> None:
+    store = FakeStore()
+    rec = Recorder(store)  # type: ignore[arg-type]
+    rec.start()
+    for i in range(50):
+        rec.submit(msg(i, session=f"s{i % 3}"))
+    assert await rec.flush(5)
+    assert [op.content for op in store.ops] == [f"m{i}" for i in range(50)]  # type: ignore[union-attr]
+    assert rec.stats().written == 50 and rec.stats().queue_depth == 0
+    await rec.aclose()
+
+
+async def test_ops_queued_during_a_commit_go_together_in_the_next_one() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    rec = Recorder(store)  # type: ignore[arg-type]
+    rec.start()
+    rec.submit(msg(0))
+    await store.entered.wait()  # the writer took the first op and is blocked in the store
+    for i in range(1, 11):
+        rec.submit(msg(i))
+    store.gate.set()
+    assert await rec.flush(5)
+    assert [len(b) for b in store.batches] == [1, 10]
+    assert rec.stats().batches == 2
+    await rec.aclose()
+
+
+def test_coalesce_merges_contiguous_step_appends_of_one_session_only() -> None:
+    ops: list[WriteOp] = [
+        AppendSteps("a", 0, ("x",)),
+        AppendSteps("a", 1, ("y",)),
+        AppendSteps("b", 0, ("z",)),
+        AppendSteps("a", 2, ("w",)),
+        msg(1, "a"),
+        AppendSteps("a", 3, ("v",)),
+        AppendSteps("a", 5, ("gap",)),
+    ]
+    merged = coalesce(ops)
+    assert merged == [
+        AppendSteps("a", 0, ("x", "y")),
+        AppendSteps("b", 0, ("z",)),
+        AppendSteps("a", 2, ("w",)),
+        msg(1, "a"),
+        AppendSteps("a", 3, ("v",)),
+        AppendSteps("a", 5, ("gap",)),
+    ]
+
+
+async def test_database_down_then_back_loses_nothing() -> None:
+    store = FakeStore()
+    store.down = True
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.005)  # type: ignore[arg-type]
+    rec.start()
+    for i in range(5):
+        rec.submit(msg(i))
+    assert not await rec.flush(0.05)  # nothing can be written while the database is down
+    assert store.failures >= 2 and rec.stats().errors == store.failures
+    assert rec.stats().queue_depth == 5 and rec.stats().write_lag > 0
+    rec.submit(msg(5))
+    store.down = False
+    assert await rec.flush(5)
+    assert [op.content for op in store.ops] == [f"m{i}" for i in range(6)]  # type: ignore[union-attr]
+    await rec.aclose()
+
+
+async def test_permanent_error_drops_only_the_offending_write() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    store.reject = {"m2"}
+    rec = Recorder(store)  # type: ignore[arg-type]
+    rec.start()
+    for i in range(5):
+        rec.submit(msg(i))
+    store.gate.set()
+    assert await rec.flush(5)
+    assert [op.content for op in store.ops] == ["m0", "m1", "m3", "m4"]  # type: ignore[union-attr]
+    assert rec.stats().dropped == 1
+    await rec.aclose()
+
+
+async def test_full_queue_slows_the_agent_instead_of_dropping() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    rec = Recorder(store, max_pending=3)  # type: ignore[arg-type]
+    rec.start()
+    for i in range(3):
+        rec.submit(msg(i))
+    assert rec.saturated  # wait_for_capacity blocks the agent from here on
+    waiter = asyncio.create_task(rec.wait_for_capacity())
+    store.gate.set()
+    await asyncio.wait_for(waiter, 5)
+    assert not rec.saturated
+    assert await rec.flush(5)
+    assert len(store.ops) == 3
+    await rec.aclose()
+
+
+async def test_close_reports_unwritten_data(caplog: pytest.LogCaptureFixture) -> None:
+    store = FakeStore()
+    store.down = True
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)  # type: ignore[arg-type]
+    rec.start()
+    rec.submit(UpdateSession("s1", {"status": "completed"}))
+    assert await rec.aclose(timeout=0.05) is False
+    assert "recorder closed with unwritten data" in caplog.text
+
+
+def test_transient_classification() -> None:
+    assert is_transient(storage_error(sa_exc.OperationalError("x", {}, Exception("gone"))))
+    assert not is_transient(storage_error(sa_exc.IntegrityError("x", {}, Exception("dup"))))
+    assert not is_transient(StaleWrite("someone else wrote first"))
+    assert not is_transient(ValueError("not storage"))

@@ -1,0 +1,122 @@
+"""`python -m coach chat` as a user runs it: a real process, the real openai plugin,
+the local fake OpenAI server, a real SQLite file."""
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from coach.persistence import open_repository
+from tests.fakes import FakeOpenAIServer, load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "tests" / "fixtures" / "demo_script.yaml"
+SECRET = "chat-test-secret-0123456789"
+
+
+def coach_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COACH_", "OPENAI_"))}
+    env.update(
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        HOME=str(tmp_path),
+        COACH_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}",
+        COACH_SECRET_KEY=SECRET,
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
+
+
+async def coach(*args: str, env: dict[str, str], stdin: str = "") -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "coach", *args,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_cwd(env),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def tmp_cwd(env: dict[str, str]) -> str:
+    # Run outside the checkout so a developer's .env cannot leak into the test.
+    return env["HOME"]
+
+
+@pytest.mark.slow
+async def test_chat_runs_the_conversation_against_the_real_openai_plugin(tmp_path: Path) -> None:
+    async with FakeOpenAIServer(load_script(DEMO)) as server:
+        env = coach_env(tmp_path, COACH_LLM_BASE_URL=server.base_url, COACH_LLM_MODEL="fake")
+        code, out, err = await coach("db", "upgrade", env=env)
+        assert code == 0, err
+        turns = "I'm Ada\nOnboarding for my budgeting app\nThey quit at bank linking\n"
+        code, out, err = await coach("chat", "--user", "ada", env=env, stdin=turns)
+        assert server.script.remaining == 0
+
+    assert code == 0, err
+    lines = out.splitlines()
+    replies = [line for line in lines if line.startswith("coach> ")]
+    assert replies == [
+        "coach> Hi! I'm your design coach. What's your name?",
+        "coach> Nice to meet you, Ada. What would you like to design or redesign?",
+        "coach> I'm the Design Strategist. Who are the people who give up during onboarding?",
+        "coach> Empathize is done. Now, how might we phrase the problem?",
+    ]
+    tool_lines = [line.strip() for line in lines if "⚙" in line]
+    assert [t.split("(")[0] for t in tool_lines] == [
+        "⚙ identify_user", "⚙ capture_design_challenge", "⚙ transfer_to_strategist", "⚙ complete_phase",
+    ]
+    assert all(t.endswith("→ ok") for t in tool_lines)
+    assert any("handoff: design_coach → design_strategist" in line for line in lines)
+    assert "\033[" not in out  # no colour codes when stdout is not a terminal
+
+    # The tools really ran against the real model plugin: the server saw the tool outputs.
+    assert any(m.get("role") == "tool" for m in server.requests[-1]["messages"])
+
+    repo = await open_repository(env["COACH_DATABASE_URL"], secret=SECRET.encode())
+    try:
+        user = await repo.get_or_create_user("ada")
+        sessions = await repo.get_user_sessions(user.id)
+        assert [s.design_challenge for s in sessions] == [
+            "Redesign the onboarding of a budgeting app so new users finish setup."
+        ]
+        outputs = {o.phase_id: o for o in await repo.get_phase_outputs(sessions[0].id)}
+        assert outputs["challenge"].status == "completed"
+        assert outputs["empathize"].status == "completed"
+        assert outputs["empathize"].system_prompt and "Current phase: Empathize" in outputs["empathize"].system_prompt
+        assert outputs["define"].status == "running"
+        conversation = await repo.get_session_conversation(sessions[0].id)
+        assert [m.role for m in conversation][:2] == ["assistant", "user"]
+        assert conversation[1].content == "I'm Ada"
+    finally:
+        await repo.aclose()
+
+
+async def test_chat_without_llm_configuration_says_so_in_one_line(tmp_path: Path) -> None:
+    code, out, err = await coach("chat", env=coach_env(tmp_path))
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and "OPENAI_API_KEY" in err and "COACH_LLM_BASE_URL" in err
+    assert "Traceback" not in err
+
+
+async def test_broken_prompt_file_stops_start_up_with_file_key_reason(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    for f in (ROOT / "prompts").glob("*.yaml"):
+        (prompts / f.name).write_text(f.read_text())
+    (prompts / "design_evaluator.yaml").write_text("instructions: Hello {nobody}\ngreeting: hi\n")
+    env = coach_env(tmp_path, COACH_PROMPTS_DIR=str(prompts), COACH_LLM_BASE_URL="http://127.0.0.1:9/v1")
+    code, _, err = await coach("start", env=env)
+    assert code == 2
+    assert "design_evaluator.yaml: instructions: unknown variable(s) nobody" in err
+    assert "Traceback" not in err
+
+
+async def test_help_lists_every_command(tmp_path: Path) -> None:
+    code, out, _ = await coach("--help", env=coach_env(tmp_path))
+    assert code == 0
+    for command in ("chat", "dev", "start", "console", "connect", "download-files", "db", "token"):
+        assert f"    {command}" in out
