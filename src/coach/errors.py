@@ -8,6 +8,7 @@ Every error coach raises on purpose derives from :class:`CoachError`::
     ├── StorageError           the database failed; the driver error is the __cause__
     │   └── StaleWrite         another writer advanced the same session first
     ├── InvalidRole            a conversation message with a role we do not store
+    ├── InvalidWrite           a write with bad input (status, zone value, unpicklable step)
     ├── CorruptBlob            a stored memory step failed its signature or allow-list
     └── ResumeError            a session cannot be resumed (message is user-facing)
         ├── SessionNotFound    unknown id, or not this user's (indistinguishable)
@@ -62,6 +63,15 @@ class InvalidRole(CoachError):
     def __init__(self, role: str) -> None:
         self.role = role
         super().__init__(f"Invalid role: {role}. Must be user, assistant, or system")
+
+
+class InvalidWrite(CoachError, ValueError):
+    """Raised when a write is refused for its input; nothing is written.
+
+    For example an unknown session or phase status, a zone value that is not a JSON
+    object, or a memory step that cannot be pickled. Retrying the same write cannot
+    succeed.
+    """
 
 
 class CorruptBlob(CoachError):
