@@ -11,7 +11,7 @@ import pytest
 from livekit.agents import llm
 from sqlalchemy import text
 
-from coach.errors import SessionNotFound, StaleWrite
+from coach.errors import InvalidWrite, SessionNotFound, StaleWrite
 from coach.persistence import Repository, StepCodec
 
 
@@ -97,7 +97,7 @@ async def test_stale_append_writes_nothing(repo: Repository) -> None:
 
 async def test_unpicklable_step_writes_nothing(repo: Repository) -> None:
     sid = await _session(repo)
-    with pytest.raises(TypeError, match="memory step 1 cannot be pickled"):
+    with pytest.raises(InvalidWrite, match="memory step 1 cannot be pickled"):
         await repo.save_agent_state(sid, [_items()[0], lambda: None])
     assert await repo.agent_step_count(sid) == 0
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from coach.errors import SessionNotFound
+from coach.errors import InvalidWrite, SessionNotFound
 from coach.persistence import Repository
 
 OpenRepo = Callable[..., Awaitable[Repository]]
@@ -92,7 +92,7 @@ async def test_outputs_without_prompts(repo: Repository) -> None:
 
 async def test_bad_phase_status_writes_nothing(repo: Repository) -> None:
     sid = await _session(repo)
-    with pytest.raises(ValueError, match="Invalid phase status: done"):
+    with pytest.raises(InvalidWrite, match="Invalid phase status: done"):
         await repo.save_phase_output(sid, "define", "Define", "done")
     assert await repo.get_phase_outputs(sid) == []
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from coach.errors import SessionNotFound, StaleWrite, StorageError
+from coach.errors import InvalidWrite, SessionNotFound, StaleWrite, StorageError
 from coach.persistence import Repository
 from coach.state import Action, DeltaSpec, ResultMeta
 
@@ -151,9 +151,9 @@ async def test_a_failure_between_zone_and_delta_leaves_neither(repo: Repository)
 
 async def test_non_json_zone_is_refused_and_nothing_is_written(repo: Repository) -> None:
     sid = await _session(repo)
-    with pytest.raises(TypeError, match="not JSON-serializable"):
+    with pytest.raises(InvalidWrite, match="not JSON-serializable"):
         await repo.update_data(sid, {"when": object()}, _spec("data"))
-    with pytest.raises(TypeError, match="must be a JSON object"):
+    with pytest.raises(InvalidWrite, match="must be a JSON object"):
         await repo.update_view(sid, ["not", "a", "dict"], _spec("view"))  # type: ignore[arg-type]
     assert (await repo.get_state(sid)).step == 0
     assert await repo.get_deltas(sid) == []

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from coach.errors import SessionNotFound, StorageError
+from coach.errors import InvalidWrite, SessionNotFound, StorageError
 from coach.persistence import Repository
 
 
@@ -77,7 +77,7 @@ async def test_update_session_changes_given_fields_and_bumps_updated_at(repo: Re
 async def test_invalid_status_is_refused_and_nothing_changes(repo: Repository) -> None:
     user = await repo.get_or_create_user("fay")
     session = await repo.create_session(user.id)
-    with pytest.raises(ValueError, match="Invalid session status: paused"):
+    with pytest.raises(InvalidWrite, match="Invalid session status: paused"):
         await repo.set_session_status(session.id, "paused")
     assert await repo.get_session(session.id) == session
 

@@ -13,12 +13,14 @@ Usage::
 
 Modules: :mod:`.schema` (models), :mod:`.engine` (engines, transactions, retries),
 :mod:`.codec` (signed pickle of memory steps), :mod:`.migrate` (Alembic),
-:mod:`.records` (what is returned), :mod:`.repository` (the repository).
+:mod:`.records` (what is returned), :mod:`.batch` (group-commit op shapes),
+:mod:`.repository` (the repository).
 """
 
 from __future__ import annotations
 
 from ..state.resume import HistoryMessage, ResumeContext
+from .batch import AppendStepsOp, MessageOp, PhaseOutputOp, SessionUpdateOp, WriteOpLike
 from .codec import StepCodec
 from .engine import create_engine
 from .migrate import current_revision, ensure_schema, schema_diff, upgrade, upgrade_sync
@@ -34,6 +36,11 @@ from .repository import DEFAULT_PHASE_IDS, Repository, open_repository
 
 __all__ = [
     "DEFAULT_PHASE_IDS",
+    "AppendStepsOp",
+    "MessageOp",
+    "PhaseOutputOp",
+    "SessionUpdateOp",
+    "WriteOpLike",
     "HistoryMessage",
     "MessageRecord",
     "PhaseOutputRecord",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypeAlias, TypeVar
@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from ..errors import (
     CorruptBlob,
     InvalidRole,
+    InvalidWrite,
     NothingToResume,
     SessionCompleted,
     SessionFailed,
@@ -43,6 +44,7 @@ from ..state.resume import (
     reconstruct_history,
 )
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
+from .batch import AppendStepsOp, MessageOp, PhaseOutputOp, SessionUpdateOp, WriteOpLike
 from .codec import EncodedStep, StepCodec
 from .engine import create_engine, run_transaction, sessionmakers
 from .migrate import upgrade
@@ -166,18 +168,23 @@ _STEP_COLUMNS = (
 )
 
 
+_SESSION_FIELDS: Final = frozenset(
+    {"status", "design_challenge", "current_agent", "current_phase_id"}
+)
+
+
 def _check_status(status: str, allowed: tuple[str, ...], what: str) -> None:
     if status not in allowed:
-        raise ValueError(f"Invalid {what} status: {status}. Must be one of {', '.join(allowed)}")
+        raise InvalidWrite(f"Invalid {what} status: {status}. Must be one of {', '.join(allowed)}")
 
 
 def _json_object(value: dict[str, Any], zone: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise TypeError(f"the {zone} zone must be a JSON object (a dict)")
+        raise InvalidWrite(f"the {zone} zone must be a JSON object (a dict)")
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"the {zone} zone is not JSON-serializable: {exc}") from exc
+        raise InvalidWrite(f"the {zone} zone is not JSON-serializable: {exc}") from exc
     return value
 
 
@@ -187,8 +194,14 @@ def _pickle_all(codec: StepCodec, steps: Sequence[object], first: int) -> list[b
         try:
             payloads.append(codec.dumps(step))
         except Exception as exc:  # pickle raises PicklingError, TypeError, AttributeError
-            raise TypeError(f"memory step {first + index} cannot be pickled: {exc}") from exc
+            raise InvalidWrite(f"memory step {first + index} cannot be pickled: {exc}") from exc
     return payloads
+
+
+def _pickle_batches(
+    codec: StepCodec, batches: Sequence[tuple[Sequence[object], int]]
+) -> list[list[bytes]]:
+    return [_pickle_all(codec, steps, first) for steps, first in batches]
 
 
 def _session_record(row: _Row) -> SessionRecord:
@@ -340,7 +353,7 @@ class Repository:
             display_name: The spoken name; replaces the stored one when given.
         """
         if not identity:
-            raise ValueError("identity must not be empty")
+            raise InvalidWrite("identity must not be empty")
         now = self._clock()
         stmt = self._insert(User).values(
             id=new_id(),
@@ -430,34 +443,48 @@ class Repository:
         """Change the given fields of a session (``None`` leaves a field) and bump ``updated_at``.
 
         Raises:
-            ValueError: If ``status`` is not in_progress, completed or failed.
+            InvalidWrite: If ``status`` is not in_progress, completed or failed.
             SessionNotFound: If there is no such session.
         """
-        if status is not None:
-            _check_status(status, SESSION_STATUSES, "session")
-        values: dict[str, Any] = {"updated_at": self._clock()}
-        for name, value in (
-            ("status", status),
-            ("design_challenge", design_challenge),
-            ("current_agent", current_agent),
-            ("current_phase_id", current_phase_id),
-        ):
-            if value is not None:
-                values[name] = value
+        fields = {
+            name: value
+            for name, value in (
+                ("status", status),
+                ("design_challenge", design_challenge),
+                ("current_agent", current_agent),
+                ("current_phase_id", current_phase_id),
+            )
+            if value is not None
+        }
+        values = self._session_values(fields)
 
         async def op(s: AsyncSession) -> SessionRecord:
-            result = await s.execute(
-                update(SessionRow)
-                .where(SessionRow.id == session_id)
-                .values(**values)
-                .execution_options(synchronize_session=False)
-            )
-            if getattr(result, "rowcount", 0) == 0:
-                raise SessionNotFound(session_id)
+            await self._apply_session_update(s, session_id, values)
             row = (await s.execute(self._session_select().where(SessionRow.id == session_id))).one()
             return _session_record(row)
 
         return await self._write(op, "update_session")
+
+    def _session_values(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(fields) - _SESSION_FIELDS
+        if unknown:
+            raise InvalidWrite(f"unknown session fields: {', '.join(sorted(unknown))}")
+        if fields.get("status") is not None:
+            _check_status(fields["status"], SESSION_STATUSES, "session")
+        return {**fields, "updated_at": self._clock()}
+
+    @staticmethod
+    async def _apply_session_update(
+        s: AsyncSession, session_id: str, values: dict[str, Any]
+    ) -> None:
+        result = await s.execute(
+            update(SessionRow)
+            .where(SessionRow.id == session_id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if getattr(result, "rowcount", 0) == 0:
+            raise SessionNotFound(session_id)
 
     async def set_session_status(self, session_id: str, status: str) -> SessionRecord:
         """Set a session's status (``in_progress``, ``completed`` or ``failed``)."""
@@ -483,10 +510,31 @@ class Repository:
         given as ``None``; ``status`` and ``error`` always take the new value.
 
         Raises:
-            ValueError: If ``status`` is not running, completed or failed.
+            InvalidWrite: If ``status`` is not running, completed or failed.
             SessionNotFound: If there is no such session.
         """
         _check_status(status, PHASE_STATUSES, "phase")
+        stmt = self._phase_output_upsert(
+            session_id, phase_id, phase_name, status, system_prompt, user_input, output, error
+        )
+
+        async def op(s: AsyncSession) -> PhaseOutputRecord:
+            await self._require_session(s, session_id)
+            return PhaseOutputRecord(*(await s.execute(stmt)).one())
+
+        return await self._write(op, "save_phase_output")
+
+    def _phase_output_upsert(
+        self,
+        session_id: str,
+        phase_id: str,
+        phase_name: str,
+        status: str,
+        system_prompt: str | None,
+        user_input: str | None,
+        output: str | None,
+        error: str | None,
+    ) -> Any:
         now = self._clock()
         stmt = self._insert(PhaseOutput).values(
             id=new_id(),
@@ -502,7 +550,7 @@ class Repository:
             updated_at=now,
         )
         new = stmt.excluded
-        stmt = stmt.on_conflict_do_update(
+        return stmt.on_conflict_do_update(
             index_elements=["session_id", "phase_id"],
             set_={
                 "phase_name": new.phase_name,
@@ -514,12 +562,6 @@ class Repository:
                 "updated_at": new.updated_at,
             },
         ).returning(*_OUTPUT_COLUMNS)
-
-        async def op(s: AsyncSession) -> PhaseOutputRecord:
-            await self._require_session(s, session_id)
-            return PhaseOutputRecord(*(await s.execute(stmt)).one())
-
-        return await self._write(op, "save_phase_output")
 
     async def get_phase_outputs(
         self, session_id: str, *, include_prompts: bool = True
@@ -572,28 +614,33 @@ class Repository:
             InvalidRole: If ``role`` is not user, assistant or system (nothing is written).
             SessionNotFound: If there is no such session.
         """
-        if role not in MESSAGE_ROLES:
-            raise InvalidRole(role)
-        if not isinstance(content, str):
-            raise TypeError("content must be a string")
-        stmt = (
-            insert(SessionConversation)
-            .values(
-                session_id=session_id,
-                phase_id=phase_id,
-                role=role,
-                content=content,
-                interrupted=interrupted,
-                created_at=self._clock(),
-            )
-            .returning(SessionConversation.id)
-        )
+        stmt = self._message_insert(session_id, role, content, phase_id, interrupted)
 
         async def op(s: AsyncSession) -> int:
             await self._require_session(s, session_id)
             return int((await s.execute(stmt)).scalar_one())
 
         return await self._write(op, "add_session_message")
+
+    def _message_insert(
+        self, session_id: str, role: str, content: str, phase_id: str | None, interrupted: bool
+    ) -> Any:
+        if role not in MESSAGE_ROLES:
+            raise InvalidRole(role)
+        if not isinstance(content, str):
+            raise InvalidWrite("message content must be a string")
+        return (
+            insert(SessionConversation)
+            .values(
+                session_id=session_id,
+                phase_id=phase_id,
+                role=role,
+                content=content,
+                interrupted=bool(interrupted),
+                created_at=self._clock(),
+            )
+            .returning(SessionConversation.id)
+        )
 
     async def append_conversation(
         self, session_id: str, role: str, content: str, *, phase_id: str | None = None
@@ -663,7 +710,7 @@ class Repository:
 
         Raises:
             SessionNotFound: If there is no such session.
-            TypeError: If a new step cannot be pickled (nothing is written).
+            InvalidWrite: If a new step cannot be pickled (nothing is written).
         """
         steps = list(steps)
         known = await self.agent_step_count(session_id)
@@ -694,24 +741,98 @@ class Repository:
         Raises:
             StaleWrite: If the stored count is not ``start`` (another writer got there).
             SessionNotFound: If there is no such session.
-            TypeError: If a step cannot be pickled (nothing is written).
+            InvalidWrite: If a step cannot be pickled (nothing is written).
         """
         if start < 0:
-            raise ValueError("start must not be negative")
+            raise InvalidWrite("start must not be negative")
         payloads = await asyncio.to_thread(_pickle_all, self._codec, list(steps), start)
 
         async def op(s: AsyncSession) -> int:
-            await self._lock_session(s, session_id)
-            stored = await self._stored_steps(s, session_id)
-            if stored != start:
-                raise StaleWrite(
-                    f"Session {session_id} has {stored} memory steps stored, not {start}"
-                )
-            if payloads:
-                await s.execute(insert(AgentStep), self._step_rows(session_id, payloads, start))
-            return start + len(payloads)
+            return await self._append_steps(s, session_id, start, payloads)
 
         return await self._write(op, "append_agent_steps")
+
+    async def _append_steps(
+        self, s: AsyncSession, session_id: str, start: int, payloads: Sequence[bytes]
+    ) -> int:
+        await self._lock_session(s, session_id)
+        stored = await self._stored_steps(s, session_id)
+        if stored != start:
+            raise StaleWrite(f"Session {session_id} has {stored} memory steps stored, not {start}")
+        if payloads:
+            await s.execute(insert(AgentStep), self._step_rows(session_id, payloads, start))
+        return start + len(payloads)
+
+    async def write_batch(self, ops: Sequence[WriteOpLike]) -> None:
+        """Apply a batch of writes in order, in ONE transaction (the recorder's group commit).
+
+        Each op is a message (:class:`~.batch.MessageOp`), a phase output
+        (:class:`~.batch.PhaseOutputOp`), a session update
+        (:class:`~.batch.SessionUpdateOp`) or memory steps (:class:`~.batch.AppendStepsOp`),
+        with the semantics of the single-write method of the same name. Steps are
+        pickled in a worker thread before the transaction starts. Either every op is
+        written or none is.
+
+        Raises:
+            InvalidRole: A message with a bad role (nothing is written).
+            InvalidWrite: Bad input in any op (nothing is written).
+            SessionNotFound: An op names an unknown session (nothing is written).
+            StaleWrite: Memory steps whose ``start`` is not the stored count.
+            StorageError: The database failed.
+        """
+        if not ops:
+            return
+        appends = [op for op in ops if isinstance(op, AppendStepsOp)]
+        pickled = await asyncio.to_thread(
+            _pickle_batches, self._codec, [(list(op.steps), op.start) for op in appends]
+        )
+        payloads = {id(op): p for op, p in zip(appends, pickled, strict=True)}
+        plan: list[Callable[[AsyncSession], Awaitable[object]]] = []
+        for op in ops:
+            plan.append(self._plan(op, payloads))
+
+        async def run(s: AsyncSession) -> None:
+            for step in plan:
+                await step(s)
+
+        await self._write(run, "write_batch")
+
+    def _plan(
+        self, op: WriteOpLike, payloads: Mapping[int, list[bytes]]
+    ) -> Callable[[AsyncSession], Awaitable[object]]:
+        sid = getattr(op, "session_id", None)
+        if not isinstance(sid, str):
+            raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+        if isinstance(op, AppendStepsOp):
+            if op.start < 0:
+                raise InvalidWrite("start must not be negative")
+            steps = payloads[id(op)]
+            return lambda s: self._append_steps(s, sid, op.start, steps)
+        if isinstance(op, PhaseOutputOp):
+            _check_status(op.status, PHASE_STATUSES, "phase")
+            stmt = self._phase_output_upsert(
+                sid,
+                op.phase_id,
+                op.phase_name,
+                op.status,
+                op.system_prompt,
+                op.user_input,
+                op.output,
+                op.error,
+            )
+        elif isinstance(op, MessageOp):
+            stmt = self._message_insert(sid, op.role, op.content, op.phase_id, op.interrupted)
+        elif isinstance(op, SessionUpdateOp):
+            values = self._session_values(op.fields)
+            return lambda s: self._apply_session_update(s, sid, values)
+        else:
+            raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+
+        async def execute(s: AsyncSession) -> object:
+            await self._require_session(s, sid)
+            return await s.execute(stmt)
+
+        return execute
 
     def _decode_all(self, session_id: str, rows: Sequence[_Row]) -> list[object]:
         steps = []

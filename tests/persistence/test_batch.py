@@ -1,0 +1,103 @@
+"""write_batch: the recorder's group commit — all ops in order in one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from livekit.agents import llm
+
+from coach.errors import InvalidRole, InvalidWrite, SessionNotFound, StaleWrite
+from coach.persistence import Repository
+
+
+@dataclass(frozen=True)
+class AddMessage:
+    session_id: str
+    role: str
+    content: str
+    phase_id: str | None = None
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class SavePhaseOutput:
+    session_id: str
+    phase_id: str
+    phase_name: str
+    status: str
+    system_prompt: str | None = None
+    user_input: str | None = None
+    output: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateSession:
+    session_id: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppendSteps:
+    session_id: str
+    start: int
+    steps: tuple[object, ...]
+
+
+async def _session(repo: Repository) -> str:
+    user = await repo.get_or_create_user("batcher")
+    return (await repo.create_session(user.id)).id
+
+
+async def test_a_batch_applies_every_op_in_order(repo: Repository) -> None:
+    sid = await _session(repo)
+    items = tuple(llm.ChatMessage(role="user", content=[f"m{i}"]) for i in range(4))
+    await repo.write_batch(
+        [
+            SavePhaseOutput(sid, "challenge", "Challenge", "running", system_prompt="SYS"),
+            AddMessage(sid, "user", "hi", "challenge"),
+            AppendSteps(sid, 0, items[:2]),
+            AddMessage(sid, "assistant", "hel", "challenge", interrupted=True),
+            AppendSteps(sid, 2, items[2:]),
+            SavePhaseOutput(sid, "challenge", "Challenge", "completed", output="done"),
+            UpdateSession(sid, {"current_agent": "strategist", "current_phase_id": "empathize"}),
+        ]
+    )
+    [output] = await repo.get_phase_outputs(sid)
+    assert (output.status, output.system_prompt, output.output) == ("completed", "SYS", "done")
+    messages = await repo.get_session_conversation(sid)
+    assert [(m.content, m.interrupted) for m in messages] == [("hi", False), ("hel", True)]
+    assert await repo.load_agent_state(sid) == list(items)
+    session = await repo.get_session(sid)
+    assert session is not None
+    assert (session.current_agent, session.current_phase_id) == ("strategist", "empathize")
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (AddMessage("SID", "tool", "x"), InvalidRole),
+        (SavePhaseOutput("SID", "p", "P", "done"), InvalidWrite),
+        (UpdateSession("SID", {"colour": "red"}), InvalidWrite),
+        (UpdateSession("SID", {"status": "paused"}), InvalidWrite),
+        (AppendSteps("SID", 5, ("x",)), StaleWrite),
+        (AppendSteps("SID", 0, (lambda: None,)), InvalidWrite),
+        (AddMessage("missing", "user", "x"), SessionNotFound),
+    ],
+)
+async def test_one_bad_op_writes_nothing(repo: Repository, bad: Any, error: type) -> None:
+    sid = await _session(repo)
+    if bad.session_id == "SID":
+        bad = type(bad)(**{**bad.__dict__, "session_id": sid})
+    with pytest.raises(error):
+        await repo.write_batch([AddMessage(sid, "user", "before"), bad])
+    assert await repo.get_session_conversation(sid) == []
+    assert await repo.agent_step_count(sid) == 0
+
+
+async def test_unknown_op_is_refused(repo: Repository) -> None:
+    with pytest.raises(InvalidWrite, match="unknown write op"):
+        await repo.write_batch([object()])  # type: ignore[list-item]
+    await repo.write_batch([])
