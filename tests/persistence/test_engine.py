@@ -1,0 +1,87 @@
+"""Engine behaviour: write locks, bounded retries and wrapped driver errors."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from coach.errors import StorageError
+from coach.persistence import Repository, create_engine, open_repository
+from coach.persistence.engine import is_transient, run_transaction, sessionmakers
+from coach.state import DeltaSpec
+
+
+def _locked() -> OperationalError:
+    return OperationalError("INSERT ...", {}, sqlite3.OperationalError("database is locked"))
+
+
+async def test_writes_lock_what_orders_them(repo: Repository) -> None:
+    user = await repo.get_or_create_user("locker")
+    sid = (await repo.create_session(user.id)).id
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(str(args[2]).upper())
+
+    event.listen(repo.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        await repo.update_data(
+            sid, {}, DeltaSpec(trigger="system", source="system", delta_type="add", path="data")
+        )
+        await repo.get_state(sid)
+    finally:
+        event.remove(repo.engine.sync_engine, "before_cursor_execute", record)
+    if repo.engine.dialect.name == "sqlite":
+        assert seen.count("BEGIN IMMEDIATE") == 1  # the write
+        assert seen.count("BEGIN") == 1  # the read stays deferred
+    else:
+        assert any("FROM SESSION_STATE" in s and "FOR NO KEY UPDATE" in s for s in seen)
+
+
+def test_transient_errors() -> None:
+    assert is_transient(_locked())
+    assert is_transient(_locked(), committing=True)  # nothing was committed
+    assert is_transient(ConnectionRefusedError())
+    assert not is_transient(ConnectionResetError(), committing=True)  # the commit may have landed
+    assert not is_transient(ValueError())
+
+
+async def test_transient_failures_are_retried(sqlite_url: str) -> None:
+    engine = create_engine(sqlite_url)
+    _, write = sessionmakers(engine)
+    calls = 0
+
+    async def op(s: AsyncSession) -> int:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise _locked()
+        return int((await s.execute(text("SELECT 7"))).scalar_one())
+
+    try:
+        assert await run_transaction(write, op) == 7
+        assert calls == 3
+        calls = -10
+        with pytest.raises(StorageError, match="database is locked") as caught:
+            await run_transaction(write, op, attempts=2)
+        assert isinstance(caught.value.__cause__, OperationalError)
+        assert calls == -8
+    finally:
+        await engine.dispose()
+
+
+async def test_unreachable_database_is_a_storage_error(memory_secret: bytes) -> None:
+    repo = await open_repository(
+        "postgresql+asyncpg://postgres@127.0.0.1:1/none", secret=memory_secret
+    )
+    try:
+        with pytest.raises(StorageError) as caught:
+            await repo.get_session("any")
+        assert caught.value.__cause__ is not None
+    finally:
+        await repo.aclose()
