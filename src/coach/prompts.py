@@ -39,7 +39,9 @@ AGENT_VARIABLES: dict[AgentKind, frozenset[str]] = {
         {"user_name", "design_challenge", "phase_name", "phase_instructions", "phase_list"}
     ),
 }
-GREETING_VARIABLES = frozenset({"user_name", "design_challenge", "phase_name", "recap"})
+GREETING_VARIABLES = frozenset(
+    {"user_name", "design_challenge", "phase_name", "recap", "sessions"}
+)
 
 
 class _Strict(BaseModel):
@@ -108,6 +110,8 @@ class AgentPrompt(_Strict):
     """What the agent is told to do when it takes over (its first reply)."""
     resume_greeting: str | None = None
     """The greeting when it takes over a resumed session (may use ``{recap}``)."""
+    returning_greeting: str | None = None
+    """The coach's greeting when the user is known at start (may use ``{sessions}``)."""
 
 
 @dataclass(frozen=True)
@@ -169,8 +173,10 @@ def load_prompts(directory: Path | None = None) -> PromptBook:
             raise _validation_error(file, exc) from None
         _check_variables(file, "instructions", prompt.instructions, AGENT_VARIABLES[kind])
         _check_variables(file, "greeting", prompt.greeting, GREETING_VARIABLES)
-        if prompt.resume_greeting is not None:
-            _check_variables(file, "resume_greeting", prompt.resume_greeting, GREETING_VARIABLES)
+        for key in ("resume_greeting", "returning_greeting"):
+            template = getattr(prompt, key)
+            if template is not None:
+                _check_variables(file, key, template, GREETING_VARIABLES)
         agents[kind] = prompt
     for phase in manifest.phases:
         _check_variables(

@@ -1,26 +1,40 @@
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from coach.runtime import Runtime
 from coach.settings import Settings
+from tests.conftest import MEMORY_SECRET
+
+RuntimeFactory = Callable[[], Awaitable[Runtime]]
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def settings(database_url: str) -> Settings:
+    """Settings on a migrated database (SQLite file and PostgreSQL)."""
     return Settings(
-        database_url=f"sqlite+aiosqlite:///{tmp_path / 'coach.db'}",
-        secret_key="test-secret-key-0123456789",  # type: ignore[arg-type]
+        database_url=database_url,
+        secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
         llm_base_url="http://127.0.0.1:9/v1",
+        recorder_shutdown_timeout=5,
     )
 
 
 @pytest.fixture
-async def runtime(settings: Settings) -> AsyncIterator[Runtime]:
-    from coach.persistence import upgrade
+async def open_runtime(settings: Settings) -> AsyncIterator[RuntimeFactory]:
+    """Open runtimes on the same database (a restart = a second one); all closed after."""
+    opened: list[Runtime] = []
 
-    await upgrade(settings.database_url)
-    rt = await Runtime.open(settings)
-    yield rt
-    await rt.aclose()
+    async def factory() -> Runtime:
+        runtime = await Runtime.open(settings)
+        opened.append(runtime)
+        return runtime
+
+    yield factory
+    for runtime in opened:
+        await runtime.aclose()
+
+
+@pytest.fixture
+async def runtime(open_runtime: RuntimeFactory) -> Runtime:
+    return await open_runtime()

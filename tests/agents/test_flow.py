@@ -1,21 +1,10 @@
 """The whole conversation with a scripted LLM: coach → strategist → evaluator."""
 
-from livekit.agents import AgentSession
-
 from coach.agents import DesignCoach, DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
-from coach.userdata import UserData
 from tests.fakes import ScriptedLLM, call, say
 
-CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
-
-
-async def start(runtime: Runtime, model: ScriptedLLM, identity: str | None = None) -> AgentSession[UserData]:
-    userdata = runtime.new_userdata(identity=identity)
-    session = runtime.new_session(userdata, llm=model)
-    greeting = await session.start(runtime.first_agent(userdata), capture_run=True)
-    await greeting
-    return session
+from .helpers import CHALLENGE, start
 
 
 async def test_coach_captures_challenge_and_hands_off_to_strategist(runtime: Runtime) -> None:

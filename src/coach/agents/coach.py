@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool, llm
 
 from ..errors import ResumeError
+from ..persistence import SessionRecord
 from ..userdata import UserData
 from .base import CoachAgentBase
 from .restore import restored_chat_ctx
@@ -24,10 +26,43 @@ def identity_from_name(name: str) -> str:
     return "-".join(name.lower().split())
 
 
+def describe_sessions(userdata: UserData, sessions: Sequence[SessionRecord]) -> str:
+    """One line per session: id, challenge, date, status and progress."""
+    total = len(userdata.prompts.manifest.phases)
+    return "\n".join(
+        f"- session_id {s.id}: \"{s.design_challenge or 'no challenge yet'}\", started "
+        f"{s.created_at:%Y-%m-%d}, {s.status.replace('_', ' ')}, "
+        f"{s.completed_phases} of {total} phases done"
+        for s in sessions
+    )
+
+
 class DesignCoach(CoachAgentBase):
     """Greets, identifies the user, captures a new challenge or loads an earlier session."""
 
     kind = "coach"
+    _known_sessions: Sequence[SessionRecord] | None = None
+
+    async def on_takeover(self, userdata: UserData) -> None:
+        # A known identity (room participant, --user) is identified before the greeting,
+        # so the first reply can already offer to resume.
+        if userdata.identity is None or userdata.user_id is not None:
+            return
+        name = userdata.user_name or userdata.identity
+        user = await userdata.store.get_or_create_user(userdata.identity, display_name=name)
+        userdata.user_id, userdata.user_name = user.id, user.display_name or name
+        self._known_sessions = await userdata.store.get_user_sessions(user.id)
+
+    def greeting(self, userdata: UserData) -> str:
+        sessions = self._known_sessions
+        if sessions is None or userdata.prompts.agents["coach"].returning_greeting is None:
+            return super().greeting(userdata)
+        return userdata.prompts.render(
+            "coach",
+            "returning_greeting",
+            user_name=userdata.user_name,
+            sessions=describe_sessions(userdata, sessions) or "(none yet)",
+        )
 
     @function_tool
     async def identify_user(self, context: RunContext[UserData], name: str) -> str:
@@ -51,16 +86,9 @@ class DesignCoach(CoachAgentBase):
                 f"{name} is new here. Ask what they want to design or redesign, "
                 "for whom and why, then call capture_design_challenge."
             )
-        total = len(userdata.prompts.manifest.phases)
-        lines = [
-            f'- session_id {s.id}: "{s.design_challenge or "no challenge yet"}", started '
-            f"{s.created_at:%Y-%m-%d}, {s.status.replace('_', ' ')}, "
-            f"{s.completed_phases} of {total} phases done"
-            for s in sessions
-        ]
         return (
             f"{name} has {len(sessions)} earlier session(s), most recent first:\n"
-            + "\n".join(lines)
+            + describe_sessions(userdata, sessions)
             + "\nOffer to resume the most recent in-progress one, pick another, or start fresh."
         )
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from livekit.agents import llm
 
 from ..persistence import ResumeResult
+
+logger = logging.getLogger("coach.agents")
 
 CHAT_ITEM_TYPES = (
     llm.ChatMessage,
@@ -22,10 +26,15 @@ def restored_chat_ctx(result: ResumeResult, *, current: llm.ChatContext) -> llm.
     load, falls back to the window reconstructed from phase outputs and the conversation.
     """
     if result.memory:
+        logger.info("context restored from memory steps", extra={"items": len(result.memory)})
         earlier: list[llm.ChatItem] = [
             item for item in result.memory if isinstance(item, CHAT_ITEM_TYPES)
         ]
     else:
+        logger.warning(
+            "memory steps unavailable; context reconstructed from phase outputs and conversation",
+            extra={"session_id": result.session.id, "messages": len(result.context.history)},
+        )
         earlier = [
             llm.ChatMessage(
                 role=message.role,
