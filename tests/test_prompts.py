@@ -17,14 +17,29 @@ def prompt_dir(tmp_path: Path) -> Path:
 
 def test_shipped_prompts_load_in_manifest_order() -> None:
     book = load_prompts()
-    assert book.manifest.ids == ("challenge", "empathize", "define", "ideate", "strategy", "evaluation")
-    assert [p.id for p in book.manifest.owned_by("strategist")] == ["empathize", "define", "ideate", "strategy"]
+    assert book.manifest.ids == (
+        "challenge",
+        "empathize",
+        "define",
+        "ideate",
+        "strategy",
+        "evaluation",
+    )
+    assert [p.id for p in book.manifest.owned_by("strategist")] == [
+        "empathize",
+        "define",
+        "ideate",
+        "strategy",
+    ]
     assert book.manifest.next_after("strategy").id == "evaluation"  # type: ignore[union-attr]
     assert book.manifest.next_after("evaluation") is None
 
 
 def test_render_fills_variables_and_keeps_literal_braces() -> None:
-    assert render("Hi {name}, {{not a var}}", {"name": "Ada"}, file="f", key="k") == "Hi Ada, {not a var}"
+    assert (
+        render("Hi {name}, {{not a var}}", {"name": "Ada"}, file="f", key="k")
+        == "Hi Ada, {not a var}"
+    )
 
 
 def test_render_refuses_missing_variable() -> None:
@@ -45,12 +60,37 @@ def test_book_render_is_strict() -> None:
         ("design_coach.yaml", "instructions: [unclosed\n", "line 2", "invalid YAML"),
         ("design_coach.yaml", "- a list\n", "-", "expected a mapping"),
         ("design_coach.yaml", "greeting: hi\n", "instructions", "Field required"),
-        ("design_coach.yaml", "instructions: x\ngreeting: y\ncolour: red\n", "colour", "Extra inputs"),
-        ("design_coach.yaml", "instructions: Hi {usr_name}\ngreeting: y\n", "instructions", "unknown variable(s) usr_name"),
-        ("design_strategist.yaml", "instructions: x\ngreeting: '{0}'\n", "greeting", "not a plain variable name"),
+        (
+            "design_coach.yaml",
+            "instructions: x\ngreeting: y\ncolour: red\n",
+            "colour",
+            "Extra inputs",
+        ),
+        (
+            "design_coach.yaml",
+            "instructions: Hi {usr_name}\ngreeting: y\n",
+            "instructions",
+            "unknown variable(s) usr_name",
+        ),
+        (
+            "design_strategist.yaml",
+            "instructions: x\ngreeting: '{0}'\n",
+            "greeting",
+            "not a plain variable name",
+        ),
         ("phases.yaml", "version: 1\nphases: []\n", "phases", "at least 1 item"),
-        ("phases.yaml", "version: 1\nphases:\n  - {id: a, name: A, owner: coach, instructions: x}\n", "phases", "no phase is owned by the strategist"),
-        ("phases.yaml", "version: 1\nphases:\n  - {id: Bad Id, name: A, owner: coach, instructions: x}\n", "phases.0.id", "String should match"),
+        (
+            "phases.yaml",
+            "version: 1\nphases:\n  - {id: a, name: A, owner: coach, instructions: x}\n",
+            "phases",
+            "no phase is owned by the strategist",
+        ),
+        (
+            "phases.yaml",
+            "version: 1\nphases:\n  - {id: Bad Id, name: A, owner: coach, instructions: x}\n",
+            "phases.0.id",
+            "String should match",
+        ),
     ],
 )
 def test_broken_prompt_file_names_file_key_and_reason(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import httpx
 from livekit.agents import NOT_GIVEN
+from livekit.agents.vad import VAD
 from livekit.plugins import openai, silero
 
 from .settings import Settings
@@ -19,14 +19,16 @@ def _key(settings: Settings) -> str:
 
 
 def build_llm(settings: Settings) -> openai.LLM:
-    """The chat model. Raises ConfigError when neither OpenAI nor a base URL is configured."""
+    """The chat model. Raises ConfigError when neither OpenAI nor a base URL is configured.
+
+    The request timeout is set per session (``Runtime.new_session``): the plugin applies
+    the session's connect options to every request.
+    """
     settings.require_llm()
-    timeout = httpx.Timeout(connect=15.0, read=settings.llm_read_timeout, write=15.0, pool=15.0)
     return openai.LLM(
         model=settings.llm_model,
         api_key=_key(settings),
         base_url=settings.llm_base_url or OPENAI_URL,
-        timeout=timeout,
         temperature=NOT_GIVEN if settings.llm_temperature is None else settings.llm_temperature,
     )
 
@@ -50,6 +52,6 @@ def build_tts(settings: Settings) -> openai.TTS:
     )
 
 
-def load_vad() -> silero.VAD:
+def load_vad() -> VAD:
     """The silero voice-activity detector (loaded once per worker process)."""
     return silero.VAD.load()

@@ -39,9 +39,7 @@ AGENT_VARIABLES: dict[AgentKind, frozenset[str]] = {
         {"user_name", "design_challenge", "phase_name", "phase_instructions", "phase_list"}
     ),
 }
-GREETING_VARIABLES = frozenset(
-    {"user_name", "design_challenge", "phase_name", "recap", "sessions"}
-)
+GREETING_VARIABLES = frozenset({"user_name", "design_challenge", "phase_name", "recap", "sessions"})
 
 
 class _Strict(BaseModel):

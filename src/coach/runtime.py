@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from livekit.agents import APIConnectOptions, AgentSession, llm
+from livekit.agents import AgentSession, APIConnectOptions, llm
 from livekit.agents.voice.agent_session import SessionConnectOptions
 
 from .agents import DesignCoach
@@ -46,13 +46,17 @@ class Runtime:
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
         )
-        recorder = Recorder(store, max_pending=settings.recorder_queue_size)
+        recorder = Recorder(
+            store,
+            max_pending=settings.recorder_queue_size,
+            shutdown_timeout=settings.recorder_shutdown_timeout,
+        )
         recorder.start()
         return cls(settings=settings, prompts=prompts, store=store, recorder=recorder)
 
     async def aclose(self) -> None:
         """Flush the recorder (bounded by the shutdown timeout), then close the database."""
-        await self.recorder.aclose(self.settings.recorder_shutdown_timeout)
+        await self.recorder.aclose()
         await self.store.aclose()
 
     def new_userdata(self, *, identity: str | None = None) -> UserData:
@@ -83,6 +87,8 @@ class Runtime:
         SessionRecorder(userdata).attach(session)
         return session
 
-    def first_agent(self, userdata: UserData, chat_ctx: llm.ChatContext | None = None) -> DesignCoach:
+    def first_agent(
+        self, userdata: UserData, chat_ctx: llm.ChatContext | None = None
+    ) -> DesignCoach:
         """The entry agent."""
         return DesignCoach(userdata, chat_ctx=chat_ctx)

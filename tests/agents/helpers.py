@@ -1,5 +1,7 @@
 """Driving whole conversations with the scripted LLM."""
 
+import asyncio
+
 from livekit.agents import AgentSession
 
 from coach.runtime import Runtime
@@ -26,18 +28,22 @@ async def new_session_with_phases(
     """Visit 1: identify, capture a challenge, complete ``phases`` strategist phases."""
     model = ScriptedLLM([say("Hi!")])
     session = await start(runtime, model, identity=identity)
-    model.extend([
-        call("capture_design_challenge", challenge=challenge),
-        call("transfer_to_strategist"),
-        say("Strategist here. Who struggles today?"),
-    ])
+    model.extend(
+        [
+            call("capture_design_challenge", challenge=challenge),
+            call("transfer_to_strategist"),
+            say("Strategist here. Who struggles today?"),
+        ]
+    )
     await session.run(user_input=f"I want to work on: {challenge}")
     for n in range(phases):
         phase = session.userdata.current_phase_id
-        model.extend([call("complete_phase", summary=f"Summary of {phase}."), say(f"Phase {n + 1} done.")])
+        model.extend(
+            [call("complete_phase", summary=f"Summary of {phase}."), say(f"Phase {n + 1} done.")]
+        )
         await session.run(user_input=f"My thoughts on {phase}: observation {n + 1}")
     session_id = session.userdata.session_id
     assert session_id is not None
     await session.aclose()
-    assert await runtime.recorder.flush(5)
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
     return session_id

@@ -1,5 +1,7 @@
 """The whole conversation with a scripted LLM: coach → strategist → evaluator."""
 
+import asyncio
+
 from coach.agents import DesignCoach, DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
 from tests.fakes import ScriptedLLM, call, say
@@ -11,18 +13,24 @@ async def test_coach_captures_challenge_and_hands_off_to_strategist(runtime: Run
     model = ScriptedLLM([say("Hi! What's your name?")])
     session = await start(runtime, model)
 
-    model.extend([call("identify_user", name="Ada Lovelace"), say("Welcome Ada, what shall we design?")])
+    model.extend(
+        [call("identify_user", name="Ada Lovelace"), say("Welcome Ada, what shall we design?")]
+    )
     result = await session.run(user_input="I'm Ada Lovelace")
-    result.expect.next_event().is_function_call(name="identify_user", arguments={"name": "Ada Lovelace"})
+    result.expect.next_event().is_function_call(
+        name="identify_user", arguments={"name": "Ada Lovelace"}
+    )
     out = result.expect.next_event().is_function_call_output()
     assert "new here" in out.event().item.output
     result.expect.next_event().is_message(role="assistant")
 
-    model.extend([
-        call("capture_design_challenge", challenge=CHALLENGE),
-        call("transfer_to_strategist"),
-        say("I'm the Design Strategist. Who are your new users?"),
-    ])
+    model.extend(
+        [
+            call("capture_design_challenge", challenge=CHALLENGE),
+            call("transfer_to_strategist"),
+            say("I'm the Design Strategist. Who are your new users?"),
+        ]
+    )
     result = await session.run(user_input=f"I want to {CHALLENGE}")
     result.expect.skip_next_event_if(type="message")
     result.expect.next_event().is_function_call(name="capture_design_challenge")
@@ -45,15 +53,19 @@ async def test_coach_captures_challenge_and_hands_off_to_strategist(runtime: Run
     await session.aclose()
 
 
-async def test_strategist_completes_phases_in_order_then_evaluator_finishes(runtime: Runtime) -> None:
+async def test_strategist_completes_phases_in_order_then_evaluator_finishes(
+    runtime: Runtime,
+) -> None:
     model = ScriptedLLM([say("Hi! Your name?")])
     session = await start(runtime, model)
-    model.extend([
-        call("identify_user", name="Grace"),
-        call("capture_design_challenge", challenge=CHALLENGE),
-        call("transfer_to_strategist"),
-        say("Strategist here. Let's empathize."),
-    ])
+    model.extend(
+        [
+            call("identify_user", name="Grace"),
+            call("capture_design_challenge", challenge=CHALLENGE),
+            call("transfer_to_strategist"),
+            say("Strategist here. Let's empathize."),
+        ]
+    )
     await session.run(user_input=f"Grace. {CHALLENGE}")
     userdata = session.userdata
     strategist = session.current_agent
@@ -84,28 +96,37 @@ async def test_strategist_completes_phases_in_order_then_evaluator_finishes(runt
     assert "Current phase: Evaluation" in model.requests[-1].system_prompt
 
     # Out-of-range scores are a tool error and change nothing.
-    model.extend([
-        call("record_evaluation", desirability=9, feasibility=3, viability=4, summary="x"),
-        say("Let me fix that."),
-    ])
+    model.extend(
+        [
+            call("record_evaluation", desirability=9, feasibility=3, viability=4, summary="x"),
+            say("Let me fix that."),
+        ]
+    )
     result = await session.run(user_input="Score it")
     bad = result.expect.next_event(type="function_call_output").event().item
     assert bad.is_error and "desirability" in bad.output
     assert userdata.evaluation is None
 
-    model.extend([
-        call("record_evaluation", desirability=4, feasibility=3, viability=4, summary="Solid."),
-        say("Scores recorded."),
-    ])
+    model.extend(
+        [
+            call("record_evaluation", desirability=4, feasibility=3, viability=4, summary="Solid."),
+            say("Scores recorded."),
+        ]
+    )
     await session.run(user_input="Score it properly")
-    assert userdata.evaluation == {"desirability": 4, "feasibility": 3, "viability": 4, "summary": "Solid."}
+    assert userdata.evaluation == {
+        "desirability": 4,
+        "feasibility": 3,
+        "viability": 4,
+        "summary": "Solid.",
+    }
 
     model.extend([call("finish_session"), say("Goodbye!")])
     await session.run(user_input="Let's wrap up")
     assert userdata.status == "completed"
     await session.aclose()
 
-    await runtime.recorder.flush()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
     stored = await runtime.store.get_session(userdata.session_id)  # type: ignore[arg-type]
     assert stored is not None and stored.status == "completed"
 
@@ -115,12 +136,14 @@ async def test_userdata_is_one_object_shared_by_all_agents(runtime: Runtime) -> 
     session = await start(runtime, model)
     first = session.userdata
     assert isinstance(session.current_agent, DesignCoach)
-    model.extend([
-        call("identify_user", name="Lin"),
-        call("capture_design_challenge", challenge=CHALLENGE),
-        call("transfer_to_strategist"),
-        say("Strategist."),
-    ])
+    model.extend(
+        [
+            call("identify_user", name="Lin"),
+            call("capture_design_challenge", challenge=CHALLENGE),
+            call("transfer_to_strategist"),
+            say("Strategist."),
+        ]
+    )
     await session.run(user_input="Lin here")
     assert session.current_agent.session.userdata is first
     assert first.user_name == "Lin" and first.session_id is not None

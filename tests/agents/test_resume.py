@@ -22,12 +22,19 @@ async def resume(runtime: Runtime, identity: str, session_id: str) -> tuple[obje
     """Visit n: the known user is offered their sessions, selects one and continues."""
     model = ScriptedLLM([say("Welcome back! Resume your onboarding redesign?")])
     session = await start(runtime, model, identity=identity)
-    model.extend([call("select_session_to_load", session_id=session_id), say("Say continue when ready.")])
+    model.extend(
+        [call("select_session_to_load", session_id=session_id), say("Say continue when ready.")]
+    )
     result = await session.run(user_input="Yes, let's continue my onboarding redesign")
     selected = result.expect.next_event(type="function_call_output").event().item
     assert not selected.is_error, selected.output
     assert session.userdata.pending_session_id == session_id
-    model.extend([call("load_selected_session"), say("Welcome back. Next we ideate: what ideas do you have?")])
+    model.extend(
+        [
+            call("load_selected_session"),
+            say("Welcome back. Next we ideate: what ideas do you have?"),
+        ]
+    )
     result = await session.run(user_input="continue")
     return session, model, result  # type: ignore[return-value]
 
@@ -73,7 +80,9 @@ async def test_second_visit_resumes_at_the_next_phase_with_earlier_context(
     await session.aclose()
 
 
-async def test_session_with_all_strategy_phases_done_resumes_in_the_evaluator(runtime: Runtime) -> None:
+async def test_session_with_all_strategy_phases_done_resumes_in_the_evaluator(
+    runtime: Runtime,
+) -> None:
     session_id = await new_session_with_phases(runtime, "bo", phases=4)
     session, model, result = await resume(runtime, "bo", session_id)  # type: ignore[misc]
     result.expect.contains_agent_handoff(new_agent_type=DesignEvaluator)
@@ -87,9 +96,12 @@ async def test_completed_session_is_refused_in_plain_words(runtime: Runtime) -> 
     await runtime.store.set_session_status(session_id, "completed")
     model = ScriptedLLM([say("Welcome back!")])
     session = await start(runtime, model, identity="cy")
-    model.extend([
-        call("select_session_to_load", session_id=session_id), say("Say continue."),
-    ])
+    model.extend(
+        [
+            call("select_session_to_load", session_id=session_id),
+            say("Say continue."),
+        ]
+    )
     await session.run(user_input="resume it")
     model.extend([call("load_selected_session"), say("That session is finished. Start fresh?")])
     result = await session.run(user_input="continue")
@@ -117,7 +129,10 @@ async def test_a_user_cannot_select_or_load_anothers_session(runtime: Runtime, k
     answer = result.expect.next_event(type="function_call_output").event().item
     assert answer.is_error
     # The same words whether the id exists for someone else, does not exist, or is garbage.
-    assert answer.output == f"No such session: {target.strip().lower()}. Use an id identify_user listed."
+    assert (
+        answer.output
+        == f"No such session: {target.strip().lower()}. Use an id identify_user listed."
+    )
     assert session.userdata.pending_session_id is None
     model.extend([call("load_selected_session"), say("Nothing selected.")])
     result = await session.run(user_input="continue")
@@ -147,6 +162,8 @@ async def test_corrupt_memory_steps_fall_back_to_reconstructed_context(
     # Reconstructed from phase outputs (user_input → output pairs) and the conversation.
     assert "Summary of empathize." in sent
     assert "My thoughts on define: observation 2" in sent
-    assert any("memory" in r.getMessage().lower() and r.levelno >= logging.ERROR for r in caplog.records)
+    assert any(
+        "memory" in r.getMessage().lower() and r.levelno >= logging.ERROR for r in caplog.records
+    )
     assert any("reconstructed" in r.getMessage().lower() for r in caplog.records)
     await session.aclose()

@@ -35,7 +35,9 @@ class FakeStore:
             await self.gate.wait()
         if self.down:
             self.failures += 1
-            raise storage_error(sa_exc.OperationalError("select 1", {}, Exception("connection refused")))
+            raise storage_error(
+                sa_exc.OperationalError("select 1", {}, Exception("connection refused"))
+            )
         for op in ops:
             if isinstance(op, AddMessage) and op.content in self.reject:
                 raise storage_error(sa_exc.IntegrityError("insert", {}, Exception("check failed")))
@@ -56,7 +58,7 @@ async def test_everything_is_written_in_submission_order() -> None:
     rec.start()
     for i in range(50):
         rec.submit(msg(i, session=f"s{i % 3}"))
-    assert await rec.flush(5)
+    await asyncio.wait_for(rec.flush(), 5)
     assert [op.content for op in store.ops] == [f"m{i}" for i in range(50)]  # type: ignore[union-attr]
     assert rec.stats().written == 50 and rec.stats().queue_depth == 0
     await rec.aclose()
@@ -72,7 +74,7 @@ async def test_ops_queued_during_a_commit_go_together_in_the_next_one() -> None:
     for i in range(1, 11):
         rec.submit(msg(i))
     store.gate.set()
-    assert await rec.flush(5)
+    await asyncio.wait_for(rec.flush(), 5)
     assert [len(b) for b in store.batches] == [1, 10]
     assert rec.stats().batches == 2
     await rec.aclose()
@@ -106,12 +108,13 @@ async def test_database_down_then_back_loses_nothing() -> None:
     rec.start()
     for i in range(5):
         rec.submit(msg(i))
-    assert not await rec.flush(0.05)  # nothing can be written while the database is down
+    with pytest.raises(TimeoutError):  # nothing can be written while the database is down
+        await asyncio.wait_for(rec.flush(), 0.05)
     assert store.failures >= 2 and rec.stats().errors == store.failures
     assert rec.stats().queue_depth == 5 and rec.stats().write_lag > 0
     rec.submit(msg(5))
     store.down = False
-    assert await rec.flush(5)
+    await asyncio.wait_for(rec.flush(), 5)
     assert [op.content for op in store.ops] == [f"m{i}" for i in range(6)]  # type: ignore[union-attr]
     await rec.aclose()
 
@@ -125,7 +128,7 @@ async def test_permanent_error_drops_only_the_offending_write() -> None:
     for i in range(5):
         rec.submit(msg(i))
     store.gate.set()
-    assert await rec.flush(5)
+    await asyncio.wait_for(rec.flush(), 5)
     assert [op.content for op in store.ops] == ["m0", "m1", "m3", "m4"]  # type: ignore[union-attr]
     assert rec.stats().dropped == 1
     await rec.aclose()
@@ -143,7 +146,7 @@ async def test_full_queue_slows_the_agent_instead_of_dropping() -> None:
     store.gate.set()
     await asyncio.wait_for(waiter, 5)
     assert not rec.saturated
-    assert await rec.flush(5)
+    await asyncio.wait_for(rec.flush(), 5)
     assert len(store.ops) == 3
     await rec.aclose()
 
@@ -151,10 +154,10 @@ async def test_full_queue_slows_the_agent_instead_of_dropping() -> None:
 async def test_close_reports_unwritten_data(caplog: pytest.LogCaptureFixture) -> None:
     store = FakeStore()
     store.down = True
-    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)  # type: ignore[arg-type]
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.002, shutdown_timeout=0.05)  # type: ignore[arg-type]
     rec.start()
     rec.submit(UpdateSession("s1", {"status": "completed"}))
-    assert await rec.aclose(timeout=0.05) is False
+    assert await rec.aclose() is False
     assert "recorder closed with unwritten data" in caplog.text
 
 

@@ -31,9 +31,15 @@ def coach_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 async def coach(*args: str, env: dict[str, str], stdin: str = "") -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "coach", *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_cwd(env),
+        sys.executable,
+        "-m",
+        "coach",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_cwd(env),
     )
     out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=120)
     assert proc.returncode is not None
@@ -66,7 +72,10 @@ async def test_chat_runs_the_conversation_against_the_real_openai_plugin(tmp_pat
     ]
     tool_lines = [line.strip() for line in lines if "⚙" in line]
     assert [t.split("(")[0] for t in tool_lines] == [
-        "⚙ identify_user", "⚙ capture_design_challenge", "⚙ transfer_to_strategist", "⚙ complete_phase",
+        "⚙ identify_user",
+        "⚙ capture_design_challenge",
+        "⚙ transfer_to_strategist",
+        "⚙ complete_phase",
     ]
     assert all(t.endswith("→ ok") for t in tool_lines)
     assert any("handoff: design_coach → design_strategist" in line for line in lines)
@@ -85,7 +94,10 @@ async def test_chat_runs_the_conversation_against_the_real_openai_plugin(tmp_pat
         outputs = {o.phase_id: o for o in await repo.get_phase_outputs(sessions[0].id)}
         assert outputs["challenge"].status == "completed"
         assert outputs["empathize"].status == "completed"
-        assert outputs["empathize"].system_prompt and "Current phase: Empathize" in outputs["empathize"].system_prompt
+        assert (
+            outputs["empathize"].system_prompt
+            and "Current phase: Empathize" in outputs["empathize"].system_prompt
+        )
         assert outputs["define"].status == "running"
         conversation = await repo.get_session_conversation(sessions[0].id)
         assert [m.role for m in conversation][:2] == ["assistant", "user"]
@@ -108,7 +120,9 @@ async def test_broken_prompt_file_stops_start_up_with_file_key_reason(tmp_path: 
     for f in (ROOT / "prompts").glob("*.yaml"):
         (prompts / f.name).write_text(f.read_text())
     (prompts / "design_evaluator.yaml").write_text("instructions: Hello {nobody}\ngreeting: hi\n")
-    env = coach_env(tmp_path, COACH_PROMPTS_DIR=str(prompts), COACH_LLM_BASE_URL="http://127.0.0.1:9/v1")
+    env = coach_env(
+        tmp_path, COACH_PROMPTS_DIR=str(prompts), COACH_LLM_BASE_URL="http://127.0.0.1:9/v1"
+    )
     code, _, err = await coach("start", env=env)
     assert code == 2
     assert "design_evaluator.yaml: instructions: unknown variable(s) nobody" in err

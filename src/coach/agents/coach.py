@@ -6,7 +6,7 @@ import logging
 import re
 from collections.abc import Sequence
 
-from livekit.agents import RunContext, ToolError, function_tool, llm
+from livekit.agents import RunContext, ToolError, function_tool
 
 from ..errors import ResumeError
 from ..persistence import SessionRecord
@@ -30,7 +30,7 @@ def describe_sessions(userdata: UserData, sessions: Sequence[SessionRecord]) -> 
     """One line per session: id, challenge, date, status and progress."""
     total = len(userdata.prompts.manifest.phases)
     return "\n".join(
-        f"- session_id {s.id}: \"{s.design_challenge or 'no challenge yet'}\", started "
+        f'- session_id {s.id}: "{s.design_challenge or "no challenge yet"}", started '
         f"{s.created_at:%Y-%m-%d}, {s.status.replace('_', ' ')}, "
         f"{s.completed_phases} of {total} phases done"
         for s in sessions

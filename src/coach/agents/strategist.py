@@ -37,7 +37,10 @@ class DesignStrategist(PhasedAgent):
         userdata.mark_completed(phase.id, summary)
         upcoming = userdata.next_phase(self.kind)
         if upcoming is None:
-            return f"{phase.name} is recorded. Every strategy phase is done: call transfer_to_evaluator."
+            return (
+                f"{phase.name} is recorded. Every strategy phase is done: "
+                "call transfer_to_evaluator."
+            )
         await self.start_phase(userdata, upcoming)
         return f"{phase.name} is recorded. Next phase: {upcoming.name}. {upcoming.instructions}"
 

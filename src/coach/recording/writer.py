@@ -92,6 +92,7 @@ class Recorder:
         retry_initial: float = 0.05,
         retry_max: float = 2.0,
         stats_interval: float = 30.0,
+        shutdown_timeout: float = 10.0,
     ) -> None:
         self._store = store
         self._max_pending = max_pending
@@ -99,6 +100,7 @@ class Recorder:
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._stats_interval = stats_interval
+        self._shutdown_timeout = shutdown_timeout
         self._queue: deque[tuple[int, float, WriteOp]] = deque()
         self._submitted = 0
         self._committed = 0
@@ -122,9 +124,17 @@ class Recorder:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="coach.recorder")
 
-    async def aclose(self, timeout: float = 10.0) -> bool:
-        """Flush with a bounded wait, then stop. Returns False if writes were left behind."""
-        flushed = await self.flush(timeout)
+    async def aclose(self) -> bool:
+        """Flush (waiting at most ``shutdown_timeout``), then stop.
+
+        Returns False, and logs an error with the count, if writes were left behind.
+        """
+        try:
+            async with asyncio.timeout(self._shutdown_timeout):
+                await self.flush()
+            flushed = True
+        except TimeoutError:
+            flushed = False
         self._closing = True
         self._wakeup.set()
         if self._task is not None:
@@ -212,20 +222,12 @@ class Recorder:
         """Wait while the queue is at its bound (back-pressure on the agent)."""
         await self._capacity.wait()
 
-    async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything submitted so far is committed. False on timeout."""
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is committed (bound it with a timeout)."""
         target = self._submitted
         self._wakeup.set()
-
-        async def _reached() -> None:
-            async with self._progress:
-                await self._progress.wait_for(lambda: self._committed >= target)
-
-        try:
-            await asyncio.wait_for(_reached(), timeout)
-        except TimeoutError:
-            return False
-        return True
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._committed >= target)
 
     def stats(self) -> RecorderStats:
         """Queue depth, write lag, error and throughput counters."""

@@ -37,8 +37,8 @@ class Transcript:
         if isinstance(item, llm.ChatMessage) and item.role == "assistant" and item.text_content:
             suffix = " [interrupted]" if item.interrupted else ""
             print(f"coach> {item.text_content}{suffix}", file=self._out, flush=True)
-        elif isinstance(item, llm.AgentHandoff):
-            self._dim(f"  ↪ handoff: {item.old_agent_id or '-'} → {item.new_agent_id}")
+        elif isinstance(item, llm.AgentHandoff) and item.old_agent_id:
+            self._dim(f"  ↪ handoff: {item.old_agent_id} → {item.new_agent_id}")
 
     def on_tools(self, event: FunctionToolsExecutedEvent) -> None:
         for call, output in zip(event.function_calls, event.function_call_outputs, strict=False):
@@ -60,7 +60,7 @@ async def run_chat(
     settings: Settings,
     *,
     user: str | None = None,
-    chat_llm: llm.LLM | None = None,
+    chat_llm: llm.LLM[Any] | None = None,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
 ) -> int:

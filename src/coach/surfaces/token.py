@@ -18,7 +18,10 @@ def make_token(identity: str, room: str, *, name: str | None = None, ttl_hours: 
     """
     key, secret = os.environ.get("LIVEKIT_API_KEY"), os.environ.get("LIVEKIT_API_SECRET")
     if not key or not secret:
-        raise ConfigError("Set LIVEKIT_API_KEY and LIVEKIT_API_SECRET (for livekit-server --dev: devkey / secret).")
+        raise ConfigError(
+            "Set LIVEKIT_API_KEY and LIVEKIT_API_SECRET "
+            "(for livekit-server --dev: devkey / secret)."
+        )
     token = (
         api.AccessToken(key, secret)
         .with_identity(identity)
