@@ -15,10 +15,12 @@ from livekit.agents import AgentSession, APIConnectOptions, llm
 from livekit.agents.voice.agent_session import SessionConnectOptions
 
 from .agents import DesignCoach
+from .live_state import LiveState, StateSink
 from .persistence import Repository, open_repository
 from .prompts import PromptBook, load_prompts
 from .recording import Recorder, SessionRecorder
 from .settings import Settings
+from .state.board import Renderer
 from .userdata import UserData
 
 logger = logging.getLogger("coach")
@@ -59,12 +61,19 @@ class Runtime:
         await self.recorder.aclose()
         await self.store.aclose()
 
-    def new_userdata(self, *, identity: str | None = None) -> UserData:
-        """Fresh shared state for one conversation."""
+    def new_userdata(
+        self,
+        *,
+        identity: str | None = None,
+        sink: StateSink | None = None,
+        renderer: Renderer | None = None,
+    ) -> UserData:
+        """Fresh shared state for one conversation; ``sink`` hears every state change."""
         return UserData(
             prompts=self.prompts,
             store=self.store,
             recorder=self.recorder,
+            state=LiveState(self.recorder, sink=sink, renderer=renderer),
             identity=identity,
             max_resume_pairs=self.settings.resume_max_pairs,
             max_history_tokens=self.settings.max_history_tokens,

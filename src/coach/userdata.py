@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from .prompts import AgentKind, Phase, PromptBook
 
 if TYPE_CHECKING:
+    from .live_state import LiveState
     from .persistence import Repository, ResumeResult
     from .recording import Recorder
 
@@ -26,6 +27,8 @@ class UserData:
     prompts: PromptBook
     store: Repository
     recorder: Recorder
+    state: LiveState
+    """The session's zoned state (data, template, view) and the current turn."""
     identity: str | None = None
     """The user's key: the authenticated participant identity, or ``--user`` in chat."""
     user_id: str | None = None
@@ -97,5 +100,8 @@ class UserData:
         }
         self.current_phase_id = result.next_phase_id
         self.stored_steps = await self.store.agent_step_count(session_id)
+        self.state.attach(session_id, await self.store.get_state(session_id))
+        evaluation = self.state.data.get("evaluation")
+        self.evaluation = dict(evaluation) if isinstance(evaluation, dict) else None
         self.resumed = result
         return result

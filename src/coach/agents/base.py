@@ -7,9 +7,13 @@ from collections.abc import AsyncIterable
 from typing import Any, ClassVar
 
 from livekit.agents import Agent, ModelSettings, llm
+from pydantic import JsonValue
 
 from ..prompts import AgentKind
+from ..state.design import JSON, Change
 from ..state.history import prune_chat_items
+from ..state.view import navigate
+from ..state.zones import Action, Zone
 from ..userdata import UserData
 
 logger = logging.getLogger("coach.agents")
@@ -75,7 +79,23 @@ class CoachAgentBase(Agent):
         userdata = self.userdata
         userdata.current_agent = self.kind
         await self.on_takeover(userdata)
+        self.show_in_view(userdata)
         self.session.generate_reply(instructions=self.greeting(userdata))
+
+    def change_data(
+        self, userdata: UserData, data: JSON, change: Change, tool: str, **params: JsonValue
+    ) -> None:
+        """Write the data zone with a delta naming the tool and its parameters (layer 1)."""
+        userdata.state.write(
+            Zone.DATA, data, change, Action(type="tool", tool=tool, params=dict(params))
+        )
+
+    def show_in_view(self, userdata: UserData) -> None:
+        """Point the view zone at this agent and the current phase (a handoff or phase change)."""
+        moved = navigate(userdata.state.view, self.kind, userdata.current_phase_id)
+        if moved is not None:
+            view, change = moved
+            userdata.state.write(Zone.VIEW, view, change, Action(type="navigate"))
 
     async def on_takeover(self, userdata: UserData) -> None:
         """Hook run when the agent becomes active, before it greets."""
@@ -90,6 +110,19 @@ class CoachAgentBase(Agent):
         # Back-pressure: if the recorder cannot keep up, the agent waits here rather
         # than the recorder dropping writes.
         await userdata.recorder.wait_for_capacity()
+        last_user = next(
+            (
+                i
+                for i in reversed(chat_ctx.items)
+                if isinstance(i, llm.ChatMessage) and i.role == "user"
+            ),
+            None,
+        )
+        userdata.state.begin_turn(
+            last_user.id if last_user else None,
+            last_user.text_content if last_user else None,
+            actor_id=self.kind,
+        )
         # The framework hands us a per-request copy: pruning it never touches stored history.
         kept = prune_chat_items(
             chat_ctx.items,
@@ -101,6 +134,12 @@ class CoachAgentBase(Agent):
                 "pruned LLM context", extra={"kept": len(kept), "total": len(chat_ctx.items)}
             )
             chat_ctx.items = kept
+        called_tools = False
         async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
+            if isinstance(chunk, llm.ChatChunk) and chunk.delta and chunk.delta.tool_calls:
+                called_tools = True
             if isinstance(chunk, llm.ChatChunk | str):
                 yield chunk
+        if not called_tools:
+            # A reply without tool calls ends the agent's turn: layer 3 may render now.
+            userdata.state.end_agent_turn()

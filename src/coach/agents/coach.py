@@ -10,6 +10,7 @@ from livekit.agents import RunContext, ToolError, function_tool
 
 from ..errors import ResumeError
 from ..persistence import SessionRecord
+from ..state import design
 from ..userdata import UserData
 from .base import CoachAgentBase
 from .restore import restored_chat_ctx
@@ -161,6 +162,7 @@ class DesignCoach(CoachAgentBase):
         if userdata.session_id is None:
             session = await userdata.store.create_session(userdata.user_id, challenge)
             userdata.session_id = session.id
+            userdata.state.attach(session.id)
         else:
             userdata.recorder.session_changed(userdata.session_id, design_challenge=challenge)
         userdata.design_challenge = challenge
@@ -175,6 +177,9 @@ class DesignCoach(CoachAgentBase):
         )
         recorder.phase_finished(userdata.session_id, phase, output=challenge)
         userdata.mark_completed(phase.id, challenge)
+        self.show_in_view(userdata)
+        data, change = design.set_challenge(userdata.state.data, challenge)
+        self.change_data(userdata, data, change, "capture_design_challenge", challenge=challenge)
         return "Challenge recorded. Confirm it in one sentence, then call transfer_to_strategist."
 
     @function_tool

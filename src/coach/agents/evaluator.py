@@ -6,6 +6,7 @@ import json
 
 from livekit.agents import RunContext, ToolError, function_tool
 
+from ..state import design
 from ..userdata import UserData
 from .phased import PhasedAgent
 
@@ -49,6 +50,8 @@ class DesignEvaluator(PhasedAgent):
         userdata.evaluation = evaluation
         userdata.recorder.phase_finished(userdata.session_id, phase, output=output)
         userdata.mark_completed(phase.id, output)
+        data, change = design.set_evaluation(userdata.state.data, evaluation)
+        self.change_data(userdata, data, change, "record_evaluation", **scores, summary=summary)
         return "Evaluation recorded. Share it briefly, then ask whether to wrap up."
 
     @function_tool

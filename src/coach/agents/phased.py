@@ -63,6 +63,7 @@ class PhasedAgent(CoachAgentBase):
         userdata.recorder.session_changed(
             userdata.session_id, current_agent=self.kind, current_phase_id=phase.id
         )
+        self.show_in_view(userdata)
 
     async def on_takeover(self, userdata: UserData) -> None:
         await self.start_phase(userdata, self.current_phase(userdata))

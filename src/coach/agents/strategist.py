@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from livekit.agents import RunContext, ToolError, function_tool
 
+from ..state import design
+from ..state.zones import Action, Zone
 from ..userdata import UserData
 from .base import CoachAgentBase
 from .phased import PhasedAgent
 
 MAX_SUMMARY = 8_000
+MAX_ITEM = 1_000
+MAX_TITLE = 120
+MAX_RESULTS = 20
+
+
+def _clean(value: str, name: str, limit: int) -> str:
+    value = " ".join(value.split())
+    if not value or len(value) > limit:
+        raise ToolError(f"{name} must be 1 to {limit} characters.")
+    return value
 
 
 class DesignStrategist(PhasedAgent):
@@ -43,6 +55,95 @@ class DesignStrategist(PhasedAgent):
             )
         await self.start_phase(userdata, upcoming)
         return f"{phase.name} is recorded. Next phase: {upcoming.name}. {upcoming.instructions}"
+
+    @function_tool
+    async def add_insight(self, context: RunContext[UserData], text: str) -> str:
+        """Record one insight about the users (an observation, need or pain point).
+
+        Args:
+            text: The insight in one sentence.
+        """
+        userdata = context.userdata
+        text = _clean(text, "text", MAX_ITEM)
+        data, change = design.add_insight(
+            userdata.state.data, text, phase_id=userdata.current_phase_id
+        )
+        self.change_data(userdata, data, change, "add_insight", text=text)
+        return f"Insight recorded ({len(data['insights'])} so far)."
+
+    @function_tool
+    async def add_idea(self, context: RunContext[UserData], title: str, description: str) -> str:
+        """Record one idea for the challenge.
+
+        Args:
+            title: A short name for the idea (a few words).
+            description: What the idea is, in one or two sentences.
+        """
+        userdata = context.userdata
+        title = _clean(title, "title", MAX_TITLE)
+        description = _clean(description, "description", MAX_ITEM)
+        data, change = design.add_idea(userdata.state.data, title, description)
+        self.change_data(userdata, data, change, "add_idea", title=title, description=description)
+        return f"Idea recorded with id {data['ideas'][-1]['id']}."
+
+    @function_tool
+    async def remove_idea(self, context: RunContext[UserData], idea_id: str) -> str:
+        """Remove an idea the user dropped.
+
+        Args:
+            idea_id: The id add_idea returned.
+        """
+        userdata = context.userdata
+        try:
+            data, change = design.remove_idea(userdata.state.data, idea_id.strip())
+        except design.DesignError as exc:
+            raise ToolError(str(exc)) from None
+        self.change_data(userdata, data, change, "remove_idea", idea_id=idea_id.strip())
+        return "Idea removed."
+
+    @function_tool
+    async def select_idea(self, context: RunContext[UserData], idea_id: str) -> str:
+        """Select the idea the strategy will build on.
+
+        Args:
+            idea_id: The id add_idea returned.
+        """
+        userdata = context.userdata
+        try:
+            data, change = design.select_idea(userdata.state.data, idea_id.strip())
+        except design.DesignError as exc:
+            raise ToolError(str(exc)) from None
+        self.change_data(userdata, data, change, "select_idea", idea_id=idea_id.strip())
+        return "Idea selected."
+
+    @function_tool
+    async def search_past_work(self, context: RunContext[UserData], query: str) -> str:
+        """Search the insights and ideas of the user's own earlier sessions.
+
+        Args:
+            query: Words to look for, e.g. "onboarding trust".
+        """
+        userdata = context.userdata
+        query = _clean(query, "query", MAX_TITLE)
+        assert userdata.user_id is not None
+        results: list[dict[str, object]] = []
+        for past in await userdata.store.get_user_sessions(userdata.user_id):
+            if past.id == userdata.session_id:
+                continue
+            state = await userdata.store.get_state(past.id)
+            for item in design.search_items(state.data, query):
+                results.append({**item, "session_id": past.id})
+        results = results[:MAX_RESULTS]
+        data, change = design.search_results(userdata.state.data, query, results)
+        action = Action(type="search", tool="search_past_work", params={"query": query})
+        userdata.state.write(Zone.DATA if data is not None else None, data, change, action)
+        if not results:
+            return (
+                f'Nothing in earlier sessions matches "{query}". The board still shows '
+                "what it showed before; say so briefly."
+            )
+        listing = "\n".join(f"- ({r['kind']}) {r['text']}" for r in results)
+        return f"{len(results)} match(es) from earlier sessions:\n{listing}"
 
     @function_tool
     async def transfer_to_evaluator(self, context: RunContext[UserData]) -> CoachAgentBase:

@@ -20,7 +20,14 @@ Modules: :mod:`.schema` (models), :mod:`.engine` (engines, transactions, retries
 from __future__ import annotations
 
 from ..state.resume import HistoryMessage, ResumeContext
-from .batch import AppendStepsOp, MessageOp, PhaseOutputOp, SessionUpdateOp, WriteOpLike
+from .batch import (
+    AppendStepsOp,
+    MessageOp,
+    PhaseOutputOp,
+    SessionUpdateOp,
+    WriteOpLike,
+    ZoneWriteOp,
+)
 from .codec import StepCodec
 from .engine import create_engine
 from .migrate import current_revision, ensure_schema, schema_diff, upgrade, upgrade_sync
@@ -41,6 +48,7 @@ __all__ = [
     "PhaseOutputOp",
     "SessionUpdateOp",
     "WriteOpLike",
+    "ZoneWriteOp",
     "HistoryMessage",
     "MessageRecord",
     "PhaseOutputRecord",

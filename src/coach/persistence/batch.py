@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AppendStepsOp", "MessageOp", "PhaseOutputOp", "SessionUpdateOp", "WriteOpLike"]
+from ..state.zones import DeltaSpec
+
+__all__ = [
+    "AppendStepsOp",
+    "MessageOp",
+    "PhaseOutputOp",
+    "SessionUpdateOp",
+    "WriteOpLike",
+    "ZoneWriteOp",
+]
 
 
 @runtime_checkable
@@ -72,4 +81,25 @@ class SessionUpdateOp(Protocol):
     def fields(self) -> Mapping[str, Any]: ...
 
 
-WriteOpLike = AppendStepsOp | PhaseOutputOp | MessageOp | SessionUpdateOp
+@runtime_checkable
+class ZoneWriteOp(Protocol):
+    """A zoned state write and its delta (see ``update_data`` and friends).
+
+    ``zone`` is ``"data"``, ``"template"`` or ``"view"`` — or ``None`` for a delta
+    without a zone write (``add_delta``). ``expected_step`` guards against a second
+    writer: the write fails with ``StaleWrite`` if the stored step differs.
+    """
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def value(self) -> dict[str, Any] | None: ...
+    @property
+    def delta(self) -> DeltaSpec: ...
+    @property
+    def expected_step(self) -> int | None: ...
+
+
+WriteOpLike = AppendStepsOp | PhaseOutputOp | MessageOp | SessionUpdateOp | ZoneWriteOp

@@ -44,7 +44,14 @@ from ..state.resume import (
     reconstruct_history,
 )
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
-from .batch import AppendStepsOp, MessageOp, PhaseOutputOp, SessionUpdateOp, WriteOpLike
+from .batch import (
+    AppendStepsOp,
+    MessageOp,
+    PhaseOutputOp,
+    SessionUpdateOp,
+    WriteOpLike,
+    ZoneWriteOp,
+)
 from .codec import EncodedStep, StepCodec
 from .engine import create_engine, run_transaction, sessionmakers
 from .migrate import upgrade
@@ -803,6 +810,10 @@ class Repository:
         sid = getattr(op, "session_id", None)
         if not isinstance(sid, str):
             raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+        if isinstance(op, ZoneWriteOp):
+            zone = Zone(op.zone) if op.zone is not None else None
+            value = None if zone is None or op.value is None else _json_object(op.value, zone.value)
+            return self._zoned_op(sid, zone, value, op.delta, op.expected_step)
         if isinstance(op, AppendStepsOp):
             if op.start < 0:
                 raise InvalidWrite("start must not be negative")
@@ -899,6 +910,19 @@ class Repository:
         delta: DeltaSpec,
         expected_step: int | None,
     ) -> tuple[StateRecord, Delta]:
+        op = self._zoned_op(session_id, zone, value, delta, expected_step)
+        what = f"update_{zone.value}" if zone is not None else "add_delta"
+        return await self._write(op, what)
+
+    def _zoned_op(
+        self,
+        session_id: str,
+        zone: Zone | None,
+        value: dict[str, Any] | None,
+        delta: DeltaSpec,
+        expected_step: int | None,
+    ) -> Callable[[AsyncSession], Awaitable[tuple[StateRecord, Delta]]]:
+        """The transaction body of a zoned write: lock the state row, write zone + delta."""
         if not isinstance(delta, DeltaSpec):
             raise TypeError("delta must be a DeltaSpec")
         action = delta.action.model_dump(mode="json")
@@ -947,8 +971,7 @@ class Repository:
                 ) from exc
             return StateRecord(*row), recorded
 
-        what = f"update_{zone.value}" if zone is not None else "add_delta"
-        return await self._write(op, what)
+        return op
 
     async def update_data(
         self,

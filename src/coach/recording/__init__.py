@@ -1,6 +1,6 @@
 """Recording live sessions into the repository without slowing the voice turn."""
 
-from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp
+from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
 from .session import SessionRecorder
 from .writer import Recorder, RecorderStats
 
@@ -13,4 +13,5 @@ __all__ = [
     "SessionRecorder",
     "UpdateSession",
     "WriteOp",
+    "WriteZone",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..state.zones import DeltaSpec
+
 
 @dataclass(frozen=True)
 class AddMessage:
@@ -48,4 +50,19 @@ class AppendSteps:
     steps: tuple[object, ...]
 
 
-WriteOp = AddMessage | SavePhaseOutput | UpdateSession | AppendSteps
+@dataclass(frozen=True)
+class WriteZone:
+    """A zone value and the delta that explains it (``zone=None``: a delta alone).
+
+    The live session already applied it in memory and numbered it: the writer only
+    persists it, and ``expected_step`` makes a second writer fail loudly.
+    """
+
+    session_id: str
+    zone: str | None
+    value: dict[str, Any] | None
+    delta: DeltaSpec
+    expected_step: int
+
+
+WriteOp = AddMessage | SavePhaseOutput | UpdateSession | AppendSteps | WriteZone

@@ -28,7 +28,8 @@ from sqlalchemy import exc as sa_exc
 
 from ..errors import CoachError, StaleWrite, StorageError
 from ..prompts import Phase
-from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp
+from ..state.zones import DeltaSpec, Zone
+from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
 
 if TYPE_CHECKING:
     from ..persistence import Repository
@@ -202,6 +203,19 @@ class Recorder:
         """Queue session bookkeeping (status, design_challenge, current_agent, current_phase_id)."""
         self.submit(UpdateSession(session_id, fields))
 
+    def write_zone(
+        self,
+        session_id: str,
+        zone: Zone | None,
+        value: dict[str, Any] | None,
+        delta: DeltaSpec,
+        *,
+        expected_step: int,
+    ) -> None:
+        """Queue a zoned state write with its delta (``zone=None``: the delta alone)."""
+        name = zone.value if zone is not None else None
+        self.submit(WriteZone(session_id, name, value, delta, expected_step))
+
     def steps(self, session_id: str, start: int, steps: Sequence[object]) -> None:
         """Queue agent memory steps to append at position ``start``."""
         self.submit(AppendSteps(session_id, start, tuple(steps)))
@@ -262,13 +276,24 @@ class Recorder:
 
     async def _write(self, ops: list[WriteOp]) -> None:
         delay = self._retry_initial
+        failed = False
         while True:
             try:
                 await self._store.write_batch(ops)
                 self._batches += 1
                 return
             except CoachError as exc:
+                if failed and isinstance(exc, StaleWrite):
+                    # A failed attempt may have committed (connection lost during COMMIT):
+                    # writing the batch again would store its messages twice.
+                    landed = await self._landed(ops)
+                    if landed:
+                        self._batches += 1
+                        return
+                    if landed is None:  # cannot tell yet: the database is still flapping
+                        exc = StorageError("cannot check whether a batch was written")
                 self._errors += 1
+                failed = True
                 if not is_transient(exc):
                     break
                 logger.warning(
@@ -290,6 +315,25 @@ class Recorder:
                     "write rejected; dropped",
                     extra={"op": type(op).__name__, "session_id": op.session_id, "error": str(exc)},
                 )
+
+    async def _landed(self, ops: Sequence[WriteOp]) -> bool | None:
+        """Whether ``ops`` are already stored (None: the database cannot be asked now).
+
+        A batch is one transaction, so its memory steps tell for all of it: it landed
+        if every session's stored step count is where the batch's appends end. A batch
+        without steps cannot be checked and counts as not stored.
+        """
+        ends = {op.session_id: op.start + len(op.steps) for op in ops if isinstance(op, AppendSteps)}
+        if not ends:
+            return False
+        try:
+            for session_id, end in ends.items():
+                if await self._store.agent_step_count(session_id) != end:
+                    return False
+        except CoachError:
+            return None
+        logger.warning("a batch whose commit was not acknowledged had landed; not rewritten")
+        return True
 
     def _maybe_log_stats(self) -> None:
         now = time.monotonic()

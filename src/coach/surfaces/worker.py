@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 
+from livekit import rtc
 from livekit.agents import AgentServer, JobContext, JobProcess
 
 from ..models import build_llm, build_stt, build_tts, load_vad
 from ..runtime import Runtime
 from ..settings import Settings
+from .room import FOCUS_METHOD, RoomStateSink, handle_focus
 
 logger = logging.getLogger("coach.worker")
 
@@ -37,7 +39,9 @@ async def entrypoint(ctx: JobContext) -> None:
     ctx.add_shutdown_callback(_flush)
     await ctx.connect()
     participant = await ctx.wait_for_participant()
-    userdata = runtime.new_userdata(identity=participant.identity)
+    sink = RoomStateSink(ctx.room.local_participant, participant.identity)
+    ctx.add_shutdown_callback(lambda _reason: sink.aclose())
+    userdata = runtime.new_userdata(identity=participant.identity, sink=sink)
     userdata.user_name = participant.name or None
     session = runtime.new_session(
         userdata,
@@ -47,3 +51,8 @@ async def entrypoint(ctx: JobContext) -> None:
         vad=ctx.proc.userdata["vad"],
     )
     await session.start(agent=runtime.first_agent(userdata), room=ctx.room)
+
+    async def on_focus(data: rtc.RpcInvocationData) -> str:
+        return handle_focus(userdata, data)
+
+    ctx.room.local_participant.register_rpc_method(FOCUS_METHOD, on_focus)

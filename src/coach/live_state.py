@@ -1,0 +1,186 @@
+"""The session's zoned state as the live agents see and change it.
+
+Layer 1 (tools, handoffs, user navigation) changes one zone at a time through
+:meth:`LiveState.write`: the zone changes in memory, its delta gets the next step, the
+room hears about it at once (``StateSink``), and the recorder persists zone and delta
+together in the background — ``expected_step`` makes a second writer of the same
+session fail loudly instead of interleaving. Layer 3, the renderer, runs from
+:meth:`LiveState.end_agent_turn` only after an agent turn that changed the data zone.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .state.board import BriefRenderer, Renderer, RenderInput
+from .state.design import Change, empty_data
+from .state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
+
+if TYPE_CHECKING:
+    from .persistence import StateRecord
+    from .recording import Recorder
+
+logger = logging.getLogger("coach.state")
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What every tool call of one user turn shares: one turn id, its request, its actor."""
+
+    turn_id: str
+    request: str | None
+    actor_id: str
+    trigger: Trigger = "user_query"
+    source: Source = "llm"
+
+
+class StateSink(Protocol):
+    """Where state changes are announced at once (the room; a list in tests)."""
+
+    def publish(self, message: JSON) -> None:
+        """Deliver one ``coach.state`` message (must not block)."""
+        ...
+
+
+def state_message(session_id: str, delta: Delta, zone: Zone | None, value: JSON | None) -> JSON:
+    """The JSON a frontend receives on topic ``coach.state`` for one delta."""
+    return {
+        "type": "delta",
+        "session_id": session_id,
+        "step": delta.step,
+        "zone": zone.value if zone is not None else None,
+        "delta": delta.to_json(),
+        "value": value,
+    }
+
+
+class LiveState:
+    """Data, template and view of the current session, and the turn that is changing them."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        sink: StateSink | None = None,
+        renderer: Renderer | None = None,
+    ) -> None:
+        self._recorder = recorder
+        self.sink = sink
+        self.renderer: Renderer = renderer or BriefRenderer()
+        self.session_id: str | None = None
+        self.step = 0
+        self.data: JSON = empty_data()
+        self.template: JSON = {}
+        self.view: JSON = {}
+        self.turn = TurnContext(turn_id=_turn_id(), request=None, actor_id="system")
+        self._last_user_item: str | None = None
+        self._turn_data_deltas: list[Delta] = []
+        self.renders = 0
+
+    # --- session and turn ----------------------------------------------------------------
+
+    def attach(self, session_id: str, stored: StateRecord | None = None) -> None:
+        """Follow a session: a new one (step 0) or a resumed one (its stored zones)."""
+        self.session_id = session_id
+        self.step = stored.step if stored is not None else 0
+        self.data = {**empty_data(), **(stored.data if stored is not None else {})}
+        self.template = dict(stored.template) if stored is not None else {}
+        if stored is not None and stored.view:
+            self.view = dict(stored.view)
+
+    def begin_turn(
+        self, user_item_id: str | None, request: str | None, actor_id: str
+    ) -> TurnContext:
+        """Start a new turn when the user said something new; otherwise keep the turn."""
+        if user_item_id is not None and user_item_id != self._last_user_item:
+            self._last_user_item = user_item_id
+            self._turn_data_deltas = []
+            self.turn = TurnContext(turn_id=_turn_id(), request=request, actor_id=actor_id)
+        elif self.turn.actor_id != actor_id:
+            self.turn = TurnContext(self.turn.turn_id, self.turn.request, actor_id)
+        return self.turn
+
+    # --- zoned writes ------------------------------------------------------------------
+
+    def write(
+        self,
+        zone: Zone | None,
+        value: JSON | None,
+        change: Change,
+        action: Action,
+        *,
+        trigger: Trigger | None = None,
+        source: Source | None = None,
+        actor_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> Delta | None:
+        """Change one zone (or none: a delta alone) with the delta that explains it.
+
+        Returns the delta, or ``None`` while there is no stored session yet: then only
+        the in-memory zone changes (the coach's view before a challenge is captured).
+        """
+        spec = DeltaSpec(
+            turn_id=turn_id or self.turn.turn_id,
+            trigger=trigger or self.turn.trigger,
+            source=source or self.turn.source,
+            actor_id=actor_id or self.turn.actor_id,
+            delta_type=change.delta_type,
+            path=change.path,
+            action=action,
+            result=ResultMeta(count=change.count, fields=change.fields),
+        )
+        if zone is not None and value is not None:
+            setattr(self, zone.value, value)
+        if self.session_id is None:
+            return None
+        self.step += 1
+        delta = spec.at_step(self.step)
+        if zone is Zone.DATA or (zone is None and change.path.startswith("data")):
+            self._turn_data_deltas.append(delta)
+        if self.sink is not None:
+            self.sink.publish(state_message(self.session_id, delta, zone, value))
+        self._recorder.write_zone(self.session_id, zone, value, spec, expected_step=self.step - 1)
+        return delta
+
+    def data_changed_this_turn(self) -> bool:
+        """Whether a tool changed the data zone in the current turn (and it is not rendered)."""
+        return any(d.path.startswith("data") and d.result.count for d in self._turn_data_deltas)
+
+    def end_agent_turn(self) -> bool:
+        """Run the renderer if this agent turn changed the data zone. Returns whether it ran."""
+        if self.session_id is None or not self.data_changed_this_turn():
+            self._turn_data_deltas = []
+            return False
+        given = RenderInput(
+            data=self.data,
+            view=self.view,
+            request=self.turn.request,
+            deltas=tuple(d for d in self._turn_data_deltas if d.result.count),
+        )
+        self._turn_data_deltas = []
+        template = self.renderer.render(given)
+        self.renders += 1
+        self.write(
+            Zone.TEMPLATE,
+            template,
+            Change("update", "template", 1, sorted(template)),
+            Action(type="render", tool=type(self.renderer).__name__),
+            trigger="system",
+            source="system",
+            actor_id="renderer",
+        )
+        return True
+
+
+def _turn_id(prefix: str = "turn") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def action_id() -> str:
+    """A fresh turn id for a user action outside the conversation (a click)."""
+    return _turn_id("action")

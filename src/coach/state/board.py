@@ -1,0 +1,90 @@
+"""Layer 3, the renderer: turns the data zone into the template zone (pure, no I/O).
+
+The template is a design brief a person can read (``markdown``) and a structured
+``board`` a frontend can draw. The renderer is given what SPEC §4.5 says it gets — the
+current view, the user's request and the turn's data deltas — and uses the view to mark
+the focused item and the deltas to mark what just changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .zones import Delta
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    """Everything a render may use."""
+
+    data: JSON
+    view: JSON
+    request: str | None
+    deltas: tuple[Delta, ...]
+
+
+class Renderer(Protocol):
+    """Layer 3: builds the template zone from a :class:`RenderInput`."""
+
+    def render(self, given: RenderInput) -> JSON:
+        """Return the new template zone."""
+        ...
+
+
+class BriefRenderer:
+    """The default renderer: a markdown design brief plus a board of cards."""
+
+    def render(self, given: RenderInput) -> JSON:
+        data, view = given.data, given.view
+        focus = (view.get("focus") or {}).get("id")
+        changed = sorted({d.path for d in given.deltas})
+        selected = data.get("selected_idea_id")
+        insights = [
+            {"id": i["id"], "text": i["text"], "focused": i["id"] == focus}
+            for i in data.get("insights", [])
+        ]
+        ideas = [
+            {
+                "id": i["id"],
+                "title": i["title"],
+                "description": i["description"],
+                "selected": i["id"] == selected,
+                "focused": i["id"] == focus,
+            }
+            for i in data.get("ideas", [])
+        ]
+        search = data.get("search") or {}
+        board = {
+            "challenge": data.get("challenge"),
+            "insights": insights,
+            "ideas": ideas,
+            "evaluation": data.get("evaluation"),
+            "search": {"query": search.get("query"), "results": search.get("results", [])},
+            "changed": changed,
+        }
+        return {"markdown": _markdown(board), "board": board, "request": given.request}
+
+
+def _markdown(board: JSON) -> str:
+    lines = ["# Design brief", "", f"**Challenge:** {board['challenge'] or '—'}", ""]
+    if board["insights"]:
+        lines += ["## Insights", *[f"- {i['text']}" for i in board["insights"]], ""]
+    if board["ideas"]:
+        lines.append("## Ideas")
+        for idea in board["ideas"]:
+            mark = " ✓" if idea["selected"] else ""
+            lines.append(f"- **{idea['title']}**{mark} — {idea['description']}")
+        lines.append("")
+    if board["evaluation"]:
+        ev = board["evaluation"]
+        scores = ", ".join(
+            f"{k} {ev[k]}/5" for k in ("desirability", "feasibility", "viability") if k in ev
+        )
+        lines += ["## Evaluation", scores, "", str(ev.get("summary", "")), ""]
+    if board["search"]["results"]:
+        lines += [f"## Earlier work matching “{board['search']['query']}”"]
+        lines += [f"- ({r['kind']}) {r['text']}" for r in board["search"]["results"]]
+    return "\n".join(lines).rstrip() + "\n"

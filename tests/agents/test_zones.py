@@ -1,0 +1,235 @@
+"""Zoned state in the live agents: deltas, the renderer, the room, a stable session."""
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from livekit import rtc
+
+from coach.runtime import Runtime
+from coach.state.board import BriefRenderer, RenderInput
+from coach.surfaces.room import FOCUS_METHOD, RoomStateSink, handle_focus
+from coach.userdata import UserData
+from tests.fakes import ScriptedLLM, ToolCall, call, calls, say
+
+from .helpers import CHALLENGE
+
+
+class Snapshots:
+    """A state sink that records each message with the three zones as they were then."""
+
+    def __init__(self, userdata_ref: list[UserData]) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.zones: list[dict[str, str]] = []
+        self._ref = userdata_ref
+
+    def publish(self, message: dict[str, Any]) -> None:
+        state = self._ref[0].state
+        self.messages.append(message)
+        self.zones.append({z: json.dumps(getattr(state, z), sort_keys=True) for z in ("data", "template", "view")})
+
+
+class CountingRenderer(BriefRenderer):
+    def __init__(self) -> None:
+        self.inputs: list[RenderInput] = []
+
+    def render(self, given: RenderInput) -> dict[str, Any]:
+        self.inputs.append(given)
+        return super().render(given)
+
+
+async def strategist_session(runtime: Runtime, identity: str = "zoe", **kw: Any) -> tuple[Any, ScriptedLLM, Snapshots, CountingRenderer]:
+    ref: list[UserData] = []
+    sink = Snapshots(ref)
+    renderer = CountingRenderer()
+    userdata = runtime.new_userdata(identity=identity, sink=kw.get("sink", sink), renderer=renderer)
+    ref.append(userdata)
+    model = ScriptedLLM([say("Hi!")])
+    session = runtime.new_session(userdata, llm=model)
+    await (await session.start(runtime.first_agent(userdata), capture_run=True))
+    model.extend([
+        call("capture_design_challenge", challenge=CHALLENGE),
+        call("transfer_to_strategist"),
+        say("Strategist here."),
+    ])
+    await session.run(user_input=CHALLENGE)
+    return session, model, sink, renderer
+
+
+async def test_each_write_changes_only_its_zone_with_one_delta_per_step(runtime: Runtime) -> None:
+    session, model, sink, _ = await strategist_session(runtime)
+    model.extend([call("add_insight", text="People distrust bank linking"), say("Noted.")])
+    await session.run(user_input="They distrust linking their bank")
+    model.extend([call("add_idea", title="Demo mode", description="Try with fake data first"), say("Nice.")])
+    await session.run(user_input="Let them try it with fake data")
+    model.extend([call("complete_phase", summary="Insights gathered"), say("On to define.")])
+    await session.run(user_input="Done")
+    userdata = session.userdata
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+
+    # Every published change touched exactly its own zone; the others stayed byte-identical.
+    for before, after, message in zip(sink.zones, sink.zones[1:], sink.messages[1:], strict=False):
+        changed = {z for z in before if before[z] != after[z]}
+        assert changed <= {message["zone"]}, (message["delta"]["path"], changed)
+    assert [m["step"] for m in sink.messages] == list(range(1, len(sink.messages) + 1))
+
+    # Stored: one delta per step, the state's step is the last delta's, zones as in memory.
+    store = runtime.store
+    deltas = await store.get_deltas(userdata.session_id)  # type: ignore[arg-type]
+    state = await store.get_state(userdata.session_id)  # type: ignore[arg-type]
+    assert [d.step for d in deltas] == list(range(1, state.step + 1))
+    assert [d.to_json() for d in deltas] == [m["delta"] for m in sink.messages]
+    assert state.data == userdata.state.data
+    assert state.template == userdata.state.template and state.view == userdata.state.view
+    paths = [d.path for d in deltas]
+    assert paths.count("data.insights") == 1 and paths.count("data.ideas") == 1
+    assert state.view["agent"] == "strategist" and state.view["phase_id"] == "define"
+    insight_delta = next(d for d in deltas if d.path == "data.insights")
+    assert insight_delta.action.tool == "add_insight"
+    assert insight_delta.action.params == {"text": "People distrust bank linking"}
+    assert (insight_delta.trigger, insight_delta.source, insight_delta.actor_id) == ("user_query", "llm", "strategist")
+    assert insight_delta.result.count == 1 and "text" in insight_delta.result.fields
+
+
+async def test_renderer_runs_once_per_turn_that_changed_data(runtime: Runtime) -> None:
+    session, model, sink, renderer = await strategist_session(runtime)
+    runs_after_setup = len(renderer.inputs)  # the challenge capture rendered once
+    assert runs_after_setup == 1
+
+    model.extend([
+        calls(ToolCall("add_idea", {"title": "Demo mode", "description": "Fake data first"}),
+              ToolCall("add_idea", {"title": "Trust badges", "description": "Explain security"})),
+        say("Two ideas recorded."),
+    ])
+    await session.run(user_input="Ideas: a demo mode and trust badges")
+    assert len(renderer.inputs) == runs_after_setup + 1
+    given = renderer.inputs[-1]
+    assert given.request == "Ideas: a demo mode and trust badges"
+    assert given.view == session.userdata.state.view and given.view["agent"] == "strategist"
+    assert [d.action.tool for d in given.deltas] == ["add_idea", "add_idea"]
+    assert len({d.turn_id for d in given.deltas}) == 1  # one user turn, one turn id
+    template = session.userdata.state.template
+    assert [i["title"] for i in template["board"]["ideas"]] == ["Demo mode", "Trust badges"]
+    assert "Trust badges" in template["markdown"]
+
+    model.extend([say("Sure, take your time.")])
+    await session.run(user_input="Hmm, let me think")  # chit-chat: no data change
+    assert len(renderer.inputs) == runs_after_setup + 1
+
+    idea_id = session.userdata.state.data["ideas"][0]["id"]
+    invocation = rtc.RpcInvocationData("r1", "zoe", json.dumps({"item": idea_id}), 5.0, FOCUS_METHOD)
+    answer = json.loads(handle_focus(session.userdata, invocation))
+    assert answer["ok"] is True
+    assert session.userdata.state.view["focus"] == {"kind": "idea", "id": idea_id}
+    assert len(renderer.inputs) == runs_after_setup + 1  # a user action never renders
+    focus_message = sink.messages[-1]
+    assert focus_message["zone"] == "view" and focus_message["delta"]["trigger"] == "user_action"
+    assert focus_message["delta"]["source"] == "user" and focus_message["delta"]["turn_id"].startswith("action_")
+    await session.aclose()
+
+
+@pytest.mark.parametrize(
+    ("caller", "payload", "code"),
+    [
+        ("mallory", '{"item": "x"}', 403),
+        ("zoe", "not json", 400),
+        ("zoe", '{"item": 5}', 400),
+        ("zoe", json.dumps({"item": "x" * 5000}), 413),
+        ("zoe", '{"item": "idea_missing"}', 404),
+    ],
+)
+async def test_focus_rpc_rejects_bad_calls_and_changes_nothing(
+    runtime: Runtime, caller: str, payload: str, code: int
+) -> None:
+    session, _, sink, _ = await strategist_session(runtime)
+    before = (dict(session.userdata.state.view), session.userdata.state.step, len(sink.messages))
+    with pytest.raises(rtc.RpcError) as err:
+        handle_focus(session.userdata, rtc.RpcInvocationData("r", caller, payload, 5.0, FOCUS_METHOD))
+    assert err.value.code == code
+    assert (session.userdata.state.view, session.userdata.state.step, len(sink.messages)) == before
+    await session.aclose()
+
+
+async def test_empty_search_keeps_earlier_results_and_records_count_zero(runtime: Runtime) -> None:
+    # An earlier session of the same user with 7 ideas about onboarding.
+    earlier, model, _, _ = await strategist_session(runtime, identity="sam")
+    for n in range(7):
+        model.extend([call("add_idea", title=f"Onboarding idea {n}", description=f"variant {n}"), say("ok")])
+        await earlier.run(user_input=f"idea {n}")
+    await earlier.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)  # the earlier visit is stored
+
+    session, model, sink, renderer = await strategist_session(runtime, identity="sam")
+    model.extend([call("search_past_work", query="onboarding"), say("Found seven.")])
+    result = await session.run(user_input="What did I have on onboarding before?")
+    found = result.expect.next_event(type="function_call_output").event().item
+    assert found.output.startswith("7 match(es)")
+    data_before = json.dumps(session.userdata.state.data, sort_keys=True)
+    renders = len(renderer.inputs)
+
+    model.extend([call("search_past_work", query="zebra crossing"), say("Nothing there.")])
+    result = await session.run(user_input="Anything about zebra crossings?")
+    empty = result.expect.next_event(type="function_call_output").event().item
+    assert "Nothing in earlier sessions matches" in empty.output and "still shows" in empty.output
+    assert json.dumps(session.userdata.state.data, sort_keys=True) == data_before
+    assert len(session.userdata.state.data["search"]["results"]) == 7
+    assert len(renderer.inputs) == renders  # nothing changed, nothing to render
+    last = sink.messages[-1]
+    assert last["zone"] is None and last["delta"]["result"]["count"] == 0
+    assert last["delta"]["action"] == {"type": "search", "tool": "search_past_work", "params": {"query": "zebra crossing"}}
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+    stored = await runtime.store.get_state(session.userdata.session_id)  # type: ignore[arg-type]
+    assert len(stored.data["search"]["results"]) == 7
+    assert (await runtime.store.get_deltas(stored.session_id))[-1].result.count == 0
+
+
+async def test_follow_up_turns_stay_in_one_session(runtime: Runtime) -> None:
+    session, model, _, _ = await strategist_session(runtime)
+    first_id = session.userdata.session_id
+    for text in ("First follow-up", "Second follow-up"):
+        model.extend([say(f"Reply to {text}")])
+        await session.run(user_input=text)
+        assert session.userdata.session_id == first_id
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+    contents = [m.content for m in await runtime.store.get_session_conversation(first_id)]  # type: ignore[arg-type]
+    assert contents[-4:] == ["First follow-up", "Reply to First follow-up", "Second follow-up", "Reply to Second follow-up"]
+    user = await runtime.store.get_or_create_user("zoe")
+    assert len(await runtime.store.get_user_sessions(user.id)) == 1
+
+
+class FakeRoomOutput:
+    def __init__(self) -> None:
+        self.texts: list[tuple[str, list[str] | None, str]] = []
+        self.attributes: list[dict[str, str]] = []
+
+    async def send_text(self, text: str, *, destination_identities: list[str] | None = None, topic: str = "") -> None:
+        await asyncio.sleep(0)  # a network write yields to the loop
+        self.texts.append((text, destination_identities, topic))
+
+    async def set_attributes(self, attributes: dict[str, str]) -> None:
+        self.attributes.append(dict(attributes))
+
+
+async def test_room_receives_state_messages_in_step_order(runtime: Runtime) -> None:
+    output = FakeRoomOutput()
+    sink = RoomStateSink(output, "zoe")
+    session, model, _, _ = await strategist_session(runtime, sink=sink)
+    model.extend([call("add_insight", text="Trust is low"), say("Noted.")])
+    await session.run(user_input="Trust is low")
+    await session.aclose()
+    await sink.aclose()
+
+    messages = [json.loads(text) for text, _, _ in output.texts]
+    assert {topic for _, _, topic in output.texts} == {"coach.state"}
+    assert all(dest == ["zoe"] for _, dest, _ in output.texts)
+    assert [m["step"] for m in messages] == list(range(1, len(messages) + 1))
+    assert [m["delta"]["step"] for m in messages] == [m["step"] for m in messages]
+    kinds = [(m["zone"], m["delta"]["path"]) for m in messages]
+    assert ("data", "data.insights") in kinds and ("template", "template") in kinds
+    assert output.attributes[-1] == {"coach.agent": "strategist", "coach.phase": "empathize"}
+    template = next(m for m in reversed(messages) if m["zone"] == "template")
+    assert "Trust is low" in template["value"]["markdown"]
