@@ -32,6 +32,16 @@ def _parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database migrations")
     db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     db_sub.add_parser("upgrade", help="apply migrations to COACH_DATABASE_URL")
+    sessions = sub.add_parser("sessions", help="stored sessions: list, show, export")
+    s_sub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+    s_list = s_sub.add_parser("list", help="recent sessions (of one user with --user)")
+    s_list.add_argument("--user", help="the user's identity")
+    s_show = s_sub.add_parser("show", help="phases, conversation, zones and deltas of a session")
+    s_show.add_argument("session_id")
+    s_show.add_argument("--steps", action="store_true", help="show tool calls and handoffs too")
+    s_show.add_argument("--prompts", action="store_true", help="show each phase's prompts")
+    s_export = s_sub.add_parser("export", help="everything stored about a session, as JSON")
+    s_export.add_argument("session_id")
     token = sub.add_parser("token", help="print a LiveKit join token that dispatches coach")
     token.add_argument("--identity", required=True)
     token.add_argument("--room", default="coach")
@@ -64,6 +74,31 @@ def _run_livekit(argv: Sequence[str]) -> int:
     return 0
 
 
+async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
+    from .persistence import open_repository
+    from .prompts import load_prompts
+    from .surfaces import sessions
+
+    store = await open_repository(
+        settings.database_url,
+        secret=settings.memory_secret,
+        create_schema=settings.is_embedded_sqlite,
+        phase_ids=load_prompts(settings.prompts_dir).manifest.ids,
+    )
+    try:
+        if args.sessions_command == "list":
+            await sessions.list_sessions(store, sys.stdout, user=args.user)
+        elif args.sessions_command == "show":
+            await sessions.show_session(
+                store, args.session_id, sys.stdout, steps=args.steps, prompts=args.prompts
+            )
+        else:
+            await sessions.export_session(store, args.session_id, sys.stdout)
+    finally:
+        await store.aclose()
+    return 0
+
+
 def _dispatch(argv: Sequence[str]) -> int:
     if argv and argv[0] in LIVEKIT_COMMANDS:
         return _run_livekit(argv)
@@ -84,6 +119,9 @@ def _dispatch(argv: Sequence[str]) -> int:
         asyncio.run(upgrade(settings.database_url))
         print("database is up to date")
         return 0
+    if args.command == "sessions":
+        _configure_logging(settings, quiet=True)
+        return asyncio.run(_sessions(settings, args))
     if args.command == "token":
         from .surfaces.token import make_token
 

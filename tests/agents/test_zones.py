@@ -27,7 +27,9 @@ class Snapshots:
     def publish(self, message: dict[str, Any]) -> None:
         state = self._ref[0].state
         self.messages.append(message)
-        self.zones.append({z: json.dumps(getattr(state, z), sort_keys=True) for z in ("data", "template", "view")})
+        self.zones.append(
+            {z: json.dumps(getattr(state, z), sort_keys=True) for z in ("data", "template", "view")}
+        )
 
 
 class CountingRenderer(BriefRenderer):
@@ -39,7 +41,9 @@ class CountingRenderer(BriefRenderer):
         return super().render(given)
 
 
-async def strategist_session(runtime: Runtime, identity: str = "zoe", **kw: Any) -> tuple[Any, ScriptedLLM, Snapshots, CountingRenderer]:
+async def strategist_session(
+    runtime: Runtime, identity: str = "zoe", **kw: Any
+) -> tuple[Any, ScriptedLLM, Snapshots, CountingRenderer]:
     ref: list[UserData] = []
     sink = Snapshots(ref)
     renderer = CountingRenderer()
@@ -48,11 +52,13 @@ async def strategist_session(runtime: Runtime, identity: str = "zoe", **kw: Any)
     model = ScriptedLLM([say("Hi!")])
     session = runtime.new_session(userdata, llm=model)
     await (await session.start(runtime.first_agent(userdata), capture_run=True))
-    model.extend([
-        call("capture_design_challenge", challenge=CHALLENGE),
-        call("transfer_to_strategist"),
-        say("Strategist here."),
-    ])
+    model.extend(
+        [
+            call("capture_design_challenge", challenge=CHALLENGE),
+            call("transfer_to_strategist"),
+            say("Strategist here."),
+        ]
+    )
     await session.run(user_input=CHALLENGE)
     return session, model, sink, renderer
 
@@ -61,7 +67,9 @@ async def test_each_write_changes_only_its_zone_with_one_delta_per_step(runtime:
     session, model, sink, _ = await strategist_session(runtime)
     model.extend([call("add_insight", text="People distrust bank linking"), say("Noted.")])
     await session.run(user_input="They distrust linking their bank")
-    model.extend([call("add_idea", title="Demo mode", description="Try with fake data first"), say("Nice.")])
+    model.extend(
+        [call("add_idea", title="Demo mode", description="Try with fake data first"), say("Nice.")]
+    )
     await session.run(user_input="Let them try it with fake data")
     model.extend([call("complete_phase", summary="Insights gathered"), say("On to define.")])
     await session.run(user_input="Done")
@@ -89,7 +97,11 @@ async def test_each_write_changes_only_its_zone_with_one_delta_per_step(runtime:
     insight_delta = next(d for d in deltas if d.path == "data.insights")
     assert insight_delta.action.tool == "add_insight"
     assert insight_delta.action.params == {"text": "People distrust bank linking"}
-    assert (insight_delta.trigger, insight_delta.source, insight_delta.actor_id) == ("user_query", "llm", "strategist")
+    assert (insight_delta.trigger, insight_delta.source, insight_delta.actor_id) == (
+        "user_query",
+        "llm",
+        "strategist",
+    )
     assert insight_delta.result.count == 1 and "text" in insight_delta.result.fields
 
 
@@ -98,11 +110,15 @@ async def test_renderer_runs_once_per_turn_that_changed_data(runtime: Runtime) -
     runs_after_setup = len(renderer.inputs)  # the challenge capture rendered once
     assert runs_after_setup == 1
 
-    model.extend([
-        calls(ToolCall("add_idea", {"title": "Demo mode", "description": "Fake data first"}),
-              ToolCall("add_idea", {"title": "Trust badges", "description": "Explain security"})),
-        say("Two ideas recorded."),
-    ])
+    model.extend(
+        [
+            calls(
+                ToolCall("add_idea", {"title": "Demo mode", "description": "Fake data first"}),
+                ToolCall("add_idea", {"title": "Trust badges", "description": "Explain security"}),
+            ),
+            say("Two ideas recorded."),
+        ]
+    )
     await session.run(user_input="Ideas: a demo mode and trust badges")
     assert len(renderer.inputs) == runs_after_setup + 1
     given = renderer.inputs[-1]
@@ -119,14 +135,18 @@ async def test_renderer_runs_once_per_turn_that_changed_data(runtime: Runtime) -
     assert len(renderer.inputs) == runs_after_setup + 1
 
     idea_id = session.userdata.state.data["ideas"][0]["id"]
-    invocation = rtc.RpcInvocationData("r1", "zoe", json.dumps({"item": idea_id}), 5.0, FOCUS_METHOD)
+    invocation = rtc.RpcInvocationData(
+        "r1", "zoe", json.dumps({"item": idea_id}), 5.0, FOCUS_METHOD
+    )
     answer = json.loads(handle_focus(session.userdata, invocation))
     assert answer["ok"] is True
     assert session.userdata.state.view["focus"] == {"kind": "idea", "id": idea_id}
     assert len(renderer.inputs) == runs_after_setup + 1  # a user action never renders
     focus_message = sink.messages[-1]
     assert focus_message["zone"] == "view" and focus_message["delta"]["trigger"] == "user_action"
-    assert focus_message["delta"]["source"] == "user" and focus_message["delta"]["turn_id"].startswith("action_")
+    assert focus_message["delta"]["source"] == "user" and focus_message["delta"][
+        "turn_id"
+    ].startswith("action_")
     await session.aclose()
 
 
@@ -146,7 +166,9 @@ async def test_focus_rpc_rejects_bad_calls_and_changes_nothing(
     session, _, sink, _ = await strategist_session(runtime)
     before = (dict(session.userdata.state.view), session.userdata.state.step, len(sink.messages))
     with pytest.raises(rtc.RpcError) as err:
-        handle_focus(session.userdata, rtc.RpcInvocationData("r", caller, payload, 5.0, FOCUS_METHOD))
+        handle_focus(
+            session.userdata, rtc.RpcInvocationData("r", caller, payload, 5.0, FOCUS_METHOD)
+        )
     assert err.value.code == code
     assert (session.userdata.state.view, session.userdata.state.step, len(sink.messages)) == before
     await session.aclose()
@@ -156,7 +178,9 @@ async def test_empty_search_keeps_earlier_results_and_records_count_zero(runtime
     # An earlier session of the same user with 7 ideas about onboarding.
     earlier, model, _, _ = await strategist_session(runtime, identity="sam")
     for n in range(7):
-        model.extend([call("add_idea", title=f"Onboarding idea {n}", description=f"variant {n}"), say("ok")])
+        model.extend(
+            [call("add_idea", title=f"Onboarding idea {n}", description=f"variant {n}"), say("ok")]
+        )
         await earlier.run(user_input=f"idea {n}")
     await earlier.aclose()
     await asyncio.wait_for(runtime.recorder.flush(), 5)  # the earlier visit is stored
@@ -178,7 +202,11 @@ async def test_empty_search_keeps_earlier_results_and_records_count_zero(runtime
     assert len(renderer.inputs) == renders  # nothing changed, nothing to render
     last = sink.messages[-1]
     assert last["zone"] is None and last["delta"]["result"]["count"] == 0
-    assert last["delta"]["action"] == {"type": "search", "tool": "search_past_work", "params": {"query": "zebra crossing"}}
+    assert last["delta"]["action"] == {
+        "type": "search",
+        "tool": "search_past_work",
+        "params": {"query": "zebra crossing"},
+    }
     await session.aclose()
     await asyncio.wait_for(runtime.recorder.flush(), 5)
     stored = await runtime.store.get_state(session.userdata.session_id)  # type: ignore[arg-type]
@@ -196,7 +224,12 @@ async def test_follow_up_turns_stay_in_one_session(runtime: Runtime) -> None:
     await session.aclose()
     await asyncio.wait_for(runtime.recorder.flush(), 5)
     contents = [m.content for m in await runtime.store.get_session_conversation(first_id)]  # type: ignore[arg-type]
-    assert contents[-4:] == ["First follow-up", "Reply to First follow-up", "Second follow-up", "Reply to Second follow-up"]
+    assert contents[-4:] == [
+        "First follow-up",
+        "Reply to First follow-up",
+        "Second follow-up",
+        "Reply to Second follow-up",
+    ]
     user = await runtime.store.get_or_create_user("zoe")
     assert len(await runtime.store.get_user_sessions(user.id)) == 1
 
@@ -206,7 +239,9 @@ class FakeRoomOutput:
         self.texts: list[tuple[str, list[str] | None, str]] = []
         self.attributes: list[dict[str, str]] = []
 
-    async def send_text(self, text: str, *, destination_identities: list[str] | None = None, topic: str = "") -> None:
+    async def send_text(
+        self, text: str, *, destination_identities: list[str] | None = None, topic: str = ""
+    ) -> None:
         await asyncio.sleep(0)  # a network write yields to the loop
         self.texts.append((text, destination_identities, topic))
 

@@ -438,6 +438,31 @@ class Repository:
 
         return await self._read(op, "get_user_sessions")
 
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
+        """Return the most recently updated sessions of every user (the operator's view)."""
+        stmt = (
+            self._session_select()
+            .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
+            .limit(limit)
+        )
+
+        async def op(s: AsyncSession) -> list[SessionRecord]:
+            return [_session_record(row) for row in await s.execute(stmt)]
+
+        return await self._read(op, "list_sessions")
+
+    async def find_user(self, identity: str) -> UserRecord | None:
+        """Return the user with this identity, or ``None`` (never creates one)."""
+        stmt = select(User.id, User.identity, User.display_name, User.created_at).where(
+            User.identity == identity
+        )
+
+        async def op(s: AsyncSession) -> UserRecord | None:
+            row = (await s.execute(stmt)).one_or_none()
+            return UserRecord(*row) if row is not None else None
+
+        return await self._read(op, "find_user")
+
     async def update_session(
         self,
         session_id: str,

@@ -1,0 +1,70 @@
+"""`python -m coach sessions ...` on a database a scripted conversation filled."""
+
+import json
+from pathlib import Path
+
+from coach.runtime import Runtime
+from coach.settings import Settings
+from tests.fakes import ScriptedLLM, call, say
+
+from .test_chat_cli import SECRET, coach, coach_env
+
+
+async def fill(url: str) -> str:
+    runtime = await Runtime.open(Settings(database_url=url, secret_key=SECRET))  # type: ignore[arg-type]
+    try:
+        userdata = runtime.new_userdata(identity="olga")
+        model = ScriptedLLM([say("Hi!")])
+        session = runtime.new_session(userdata, llm=model)
+        await (await session.start(runtime.first_agent(userdata), capture_run=True))
+        model.extend(
+            [
+                call("capture_design_challenge", challenge="A calmer checkout"),
+                call("transfer_to_strategist"),
+                say("Strategist here."),
+            ]
+        )
+        await session.run(user_input="A calmer checkout")
+        model.extend([call("add_insight", text="Timers cause stress"), say("Noted.")])
+        await session.run(user_input="Timers stress people")
+        await session.aclose()
+        assert userdata.session_id is not None
+        return userdata.session_id
+    finally:
+        await runtime.aclose()
+
+
+async def test_show_list_and_export(tmp_path: Path) -> None:
+    env = coach_env(tmp_path)
+    code, _, err = await coach("db", "upgrade", env=env)
+    assert code == 0, err
+    session_id = await fill(env["COACH_DATABASE_URL"])
+
+    code, out, err = await coach("sessions", "show", session_id, "--steps", env=env)
+    assert code == 0, err
+    assert "challenge: A calmer checkout" in out
+    assert "tool ⚙ add_insight" in out and "handoff ↪ design_coach → design_strategist" in out
+    assert '"text": "Timers cause stress"' in out  # the data zone
+    delta_lines = [line for line in out.split("## deltas")[1].splitlines() if line.strip()]
+    assert any("data.insights" in line and "add_insight" in line for line in delta_lines)
+    assert [int(line.split()[0]) for line in delta_lines] == list(range(1, len(delta_lines) + 1))
+
+    code, out, _ = await coach("sessions", "list", "--user", "olga", env=env)
+    assert code == 0 and out.startswith(session_id) and "A calmer checkout" in out
+    code, out, _ = await coach("sessions", "list", "--user", "nobody", env=env)
+    assert code == 0 and out.strip() == "no sessions"
+
+    code, out, err = await coach("sessions", "export", session_id, env=env)
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["session"]["id"] == session_id
+    assert [d["step"] for d in document["deltas"]] == list(range(1, document["state"]["step"] + 1))
+    assert document["state"]["data"]["insights"][0]["text"] == "Timers cause stress"
+
+
+async def test_unknown_session_is_one_clear_line(tmp_path: Path) -> None:
+    env = coach_env(tmp_path)
+    assert (await coach("db", "upgrade", env=env))[0] == 0
+    code, out, err = await coach("sessions", "show", "f" * 32, env=env)
+    assert (code, out) == (2, "")
+    assert err == f"coach: Session {'f' * 32} not found\n"
