@@ -14,7 +14,9 @@ from typing import Any
 from livekit.agents import AgentSession, APIConnectOptions, llm
 from livekit.agents.voice.agent_session import SessionConnectOptions
 
-from .agents import DesignCoach
+from .agents import CoachAgentBase, DesignCoach, agent_for
+from .agents.restore import restored_chat_ctx
+from .errors import ResumeError
 from .live_state import LiveState, StateSink
 from .persistence import Repository, open_repository
 from .prompts import PromptBook, load_prompts
@@ -96,8 +98,28 @@ class Runtime:
         SessionRecorder(userdata).attach(session)
         return session
 
-    def first_agent(
-        self, userdata: UserData, chat_ctx: llm.ChatContext | None = None
-    ) -> DesignCoach:
-        """The entry agent."""
-        return DesignCoach(userdata, chat_ctx=chat_ctx)
+    def first_agent(self, userdata: UserData) -> DesignCoach:
+        """The entry agent of a new conversation."""
+        return DesignCoach(userdata)
+
+    async def room_agent(self, userdata: UserData, room: str) -> CoachAgentBase:
+        """The agent a conversation in ``room`` starts with.
+
+        A user who reconnects to a room whose session is still in progress continues that
+        session with the agent that owns it; anyone else meets the coach.
+        """
+        userdata.room = room
+        user = await self.store.find_user(userdata.identity) if userdata.identity else None
+        found = await self.store.find_room_session(user.id, room) if user is not None else None
+        if user is None or found is None:
+            return self.first_agent(userdata)
+        userdata.user_id = user.id
+        userdata.user_name = userdata.user_name or user.display_name
+        try:
+            result = await userdata.load_state(found.id)
+        except ResumeError as exc:
+            logger.warning("room session cannot be continued", extra={"error": str(exc)})
+            return self.first_agent(userdata)
+        logger.info("reconnect continues the room's session", extra={"session_id": found.id})
+        chat_ctx = restored_chat_ctx(result, current=llm.ChatContext.empty())
+        return agent_for(userdata.next_agent_kind())(userdata, chat_ctx=chat_ctx, resumed=True)

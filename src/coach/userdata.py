@@ -31,6 +31,8 @@ class UserData:
     """The session's zoned state (data, template, view) and the current turn."""
     identity: str | None = None
     """The user's key: the authenticated participant identity, or ``--user`` in chat."""
+    room: str | None = None
+    """The LiveKit room of this conversation (None in chat): sessions remember it."""
     user_id: str | None = None
     user_name: str | None = None
     session_id: str | None = None
@@ -101,6 +103,8 @@ class UserData:
         self.current_phase_id = result.next_phase_id
         self.stored_steps = await self.store.agent_step_count(session_id)
         self.state.attach(session_id, await self.store.get_state(session_id))
+        if self.room is not None and result.session.room != self.room:
+            self.recorder.session_changed(session_id, room=self.room)
         evaluation = self.state.data.get("evaluation")
         self.evaluation = dict(evaluation) if isinstance(evaluation, dict) else None
         self.resumed = result

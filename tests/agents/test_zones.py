@@ -268,3 +268,51 @@ async def test_room_receives_state_messages_in_step_order(runtime: Runtime) -> N
     assert output.attributes[-1] == {"coach.agent": "strategist", "coach.phase": "empathize"}
     template = next(m for m in reversed(messages) if m["zone"] == "template")
     assert "Trust is low" in template["value"]["markdown"]
+
+
+async def test_reconnecting_to_the_room_continues_its_session(runtime: Runtime) -> None:
+    from coach.agents import DesignCoach, DesignStrategist
+
+    userdata = runtime.new_userdata(identity="rita")
+    agent = await runtime.room_agent(userdata, "room-1")
+    assert isinstance(agent, DesignCoach)
+    model = ScriptedLLM([say("Hi Rita!")])
+    session = runtime.new_session(userdata, llm=model)
+    await (await session.start(agent, capture_run=True))
+    model.extend(
+        [
+            call("capture_design_challenge", challenge=CHALLENGE),
+            call("transfer_to_strategist"),
+            say("Strategist."),
+        ]
+    )
+    await session.run(user_input=CHALLENGE)
+    model.extend([call("complete_phase", summary="Empathy done"), say("Next: define.")])
+    await session.run(user_input="That's what I saw")
+    first = userdata.session_id
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+
+    # The same person joins the same room again: same session, same agent, same phase.
+    again = runtime.new_userdata(identity="rita")
+    agent = await runtime.room_agent(again, "room-1")
+    assert isinstance(agent, DesignStrategist) and agent.resumed
+    assert again.session_id == first and again.current_phase_id == "define"
+    model = ScriptedLLM([say("Welcome back, we were defining the problem.")])
+    session = runtime.new_session(again, llm=model)
+    await (await session.start(agent, capture_run=True))
+    assert "That's what I saw" in " | ".join(t for _, t in model.requests[0].messages())
+    model.extend([say("Go on.")])
+    await session.run(user_input="How might we build trust?")
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+    contents = [m.content for m in await runtime.store.get_session_conversation(first)]  # type: ignore[arg-type]
+    assert contents[-2:] == ["How might we build trust?", "Go on."]
+
+    # Another room, or another person in this room, starts with the coach.
+    assert isinstance(
+        await runtime.room_agent(runtime.new_userdata(identity="rita"), "room-2"), DesignCoach
+    )
+    assert isinstance(
+        await runtime.room_agent(runtime.new_userdata(identity="other"), "room-1"), DesignCoach
+    )

@@ -7,6 +7,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from coach.persistence import (
+    create_engine,
     current_revision,
     ensure_schema,
     open_repository,
@@ -25,7 +26,7 @@ async def test_upgrade_is_idempotent(blank_database_url: str) -> None:
     assert await current_revision(blank_database_url) is None
     await upgrade(blank_database_url)
     await upgrade(blank_database_url)
-    assert await current_revision(blank_database_url) == head_revision() == "0001"
+    assert await current_revision(blank_database_url) == head_revision() == "0002"
     assert await schema_diff(blank_database_url) == []
 
 
@@ -54,5 +55,36 @@ async def test_sqlite_pragmas(sqlite_url: str, memory_secret: bytes) -> None:
             assert (await conn.scalar(text("PRAGMA journal_mode"))) == "wal"
             assert (await conn.scalar(text("PRAGMA foreign_keys"))) == 1
             assert (await conn.scalar(text("PRAGMA busy_timeout"))) >= 1000
+    finally:
+        await repo.aclose()
+
+
+async def test_0001_database_upgrades_to_head_keeping_sessions(
+    blank_database_url: str, memory_secret: bytes
+) -> None:
+    await upgrade(blank_database_url, "0001")
+    assert await current_revision(blank_database_url) == "0001"
+    engine = create_engine(blank_database_url)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO users (id, identity, created_at, updated_at) "
+                "VALUES ('u1', 'old', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            )
+        )
+        await conn.execute(
+            text(
+                "INSERT INTO sessions (id, user_id, status, created_at, updated_at) "
+                "VALUES ('s1', 'u1', 'in_progress', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            )
+        )
+    await engine.dispose()
+    await upgrade(blank_database_url)
+    repo = await open_repository(blank_database_url, secret=memory_secret)
+    try:
+        session = await repo.get_session("s1")
+        assert session is not None and session.room is None
+        assert (await repo.update_session("s1", room="r1")).room == "r1"
+        assert (await repo.find_room_session("u1", "r1")).id == "s1"  # type: ignore[union-attr]
     finally:
         await repo.aclose()

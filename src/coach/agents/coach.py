@@ -160,7 +160,9 @@ class DesignCoach(CoachAgentBase):
             raise ToolError(f"The challenge must be 1 to {MAX_CHALLENGE} characters.")
         phase = userdata.prompts.manifest.owned_by("coach")[0]
         if userdata.session_id is None:
-            session = await userdata.store.create_session(userdata.user_id, challenge)
+            session = await userdata.store.create_session(
+                userdata.user_id, challenge, room=userdata.room
+            )
             userdata.session_id = session.id
             userdata.state.attach(session.id)
         else:

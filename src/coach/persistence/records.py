@@ -43,6 +43,7 @@ class SessionRecord:
     created_at: datetime
     updated_at: datetime
     completed_phases: int = 0
+    room: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

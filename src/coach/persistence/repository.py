@@ -125,6 +125,7 @@ _SESSION_COLUMNS = (
     SessionRow.current_phase_id,
     SessionRow.created_at,
     SessionRow.updated_at,
+    SessionRow.room,
 )
 _OUTPUT_COLUMNS = (
     PhaseOutput.id,
@@ -176,7 +177,7 @@ _STEP_COLUMNS = (
 
 
 _SESSION_FIELDS: Final = frozenset(
-    {"status", "design_challenge", "current_agent", "current_phase_id"}
+    {"status", "design_challenge", "current_agent", "current_phase_id", "room"}
 )
 
 
@@ -380,9 +381,12 @@ class Repository:
         return await self._write(op, "get_or_create_user")
 
     async def create_session(
-        self, user_id: str, design_challenge: str | None = None
+        self, user_id: str, design_challenge: str | None = None, *, room: str | None = None
     ) -> SessionRecord:
-        """Create an ``in_progress`` session (and its empty state) for ``user_id``."""
+        """Create an ``in_progress`` session (and its empty state) for ``user_id``.
+
+        ``room`` is the LiveKit room it runs in (see :meth:`find_room_session`).
+        """
         now = self._clock()
         session_id = new_id()
 
@@ -393,6 +397,7 @@ class Repository:
                     user_id=user_id,
                     design_challenge=design_challenge,
                     status="in_progress",
+                    room=room,
                     created_at=now,
                     updated_at=now,
                 )
@@ -409,7 +414,7 @@ class Repository:
                 )
             )
             return SessionRecord(
-                session_id, user_id, design_challenge, "in_progress", None, None, now, now, 0
+                session_id, user_id, design_challenge, "in_progress", None, None, now, now, 0, room
             )
 
         return await self._write(op, "create_session")
@@ -451,6 +456,25 @@ class Repository:
 
         return await self._read(op, "list_sessions")
 
+    async def find_room_session(self, user_id: str, room: str) -> SessionRecord | None:
+        """The user's most recent in-progress session in ``room`` (a reconnect continues it)."""
+        stmt = (
+            self._session_select()
+            .where(
+                SessionRow.user_id == user_id,
+                SessionRow.room == room,
+                SessionRow.status == "in_progress",
+            )
+            .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
+            .limit(1)
+        )
+
+        async def op(s: AsyncSession) -> SessionRecord | None:
+            row = (await s.execute(stmt)).one_or_none()
+            return _session_record(row) if row is not None else None
+
+        return await self._read(op, "find_room_session")
+
     async def find_user(self, identity: str) -> UserRecord | None:
         """Return the user with this identity, or ``None`` (never creates one)."""
         stmt = select(User.id, User.identity, User.display_name, User.created_at).where(
@@ -471,6 +495,7 @@ class Repository:
         design_challenge: str | None = None,
         current_agent: str | None = None,
         current_phase_id: str | None = None,
+        room: str | None = None,
     ) -> SessionRecord:
         """Change the given fields of a session (``None`` leaves a field) and bump ``updated_at``.
 
@@ -485,6 +510,7 @@ class Repository:
                 ("design_challenge", design_challenge),
                 ("current_agent", current_agent),
                 ("current_phase_id", current_phase_id),
+                ("room", room),
             )
             if value is not None
         }

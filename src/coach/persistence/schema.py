@@ -138,6 +138,7 @@ class SessionRow(_Audit, Base):
     __table_args__ = (
         CheckConstraint(_in("status", SESSION_STATUSES), name="status"),
         Index(None, "user_id", "created_at"),
+        Index(None, "user_id", "room"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
@@ -146,6 +147,8 @@ class SessionRow(_Audit, Base):
     status: Mapped[str] = mapped_column(String(16), default="in_progress")
     current_agent: Mapped[str | None] = mapped_column(String(64))
     current_phase_id: Mapped[str | None] = mapped_column(String(64))
+    room: Mapped[str | None] = mapped_column(String(255))
+    """The LiveKit room the session runs in: a user reconnecting to it continues it."""
 
 
 class PhaseOutput(_Audit, Base):

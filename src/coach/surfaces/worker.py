@@ -9,7 +9,7 @@ from livekit.agents import AgentServer, JobContext, JobProcess
 
 from ..models import build_llm, build_stt, build_tts, load_vad
 from ..runtime import Runtime
-from ..settings import Settings
+from ..settings import load_settings
 from .room import FOCUS_METHOD, RoomStateSink, handle_focus
 
 logger = logging.getLogger("coach.worker")
@@ -28,7 +28,7 @@ server = AgentServer(setup_fnc=prewarm)
 @server.rtc_session(agent_name=AGENT_NAME)
 async def entrypoint(ctx: JobContext) -> None:
     """Run one conversation in the job's room."""
-    settings = Settings()
+    settings = load_settings()
     # The engine binds to this job's event loop, so it is created here, not in prewarm.
     runtime = await Runtime.open(settings)
 
@@ -50,7 +50,8 @@ async def entrypoint(ctx: JobContext) -> None:
         tts=build_tts(settings),
         vad=ctx.proc.userdata["vad"],
     )
-    await session.start(agent=runtime.first_agent(userdata), room=ctx.room)
+    agent = await runtime.room_agent(userdata, ctx.room.name)
+    await session.start(agent=agent, room=ctx.room)
 
     async def on_focus(data: rtc.RpcInvocationData) -> str:
         return handle_focus(userdata, data)
