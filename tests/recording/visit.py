@@ -44,9 +44,7 @@ TURNS += [
     (
         "score it",
         [
-            call(
-                "record_evaluation", desirability=4, feasibility=4, viability=3, summary="Good."
-            ),
+            call("record_evaluation", desirability=4, feasibility=4, viability=3, summary="Good."),
             say("Scores are in."),
         ],
     ),
@@ -81,9 +79,7 @@ class Watcher:
             self.items.append(item)
         if isinstance(item, llm.ChatMessage) and item.role in ("user", "assistant"):
             if item.text_content:
-                self.messages.append(
-                    (item.role, item.text_content, self.userdata.current_phase_id)
-                )
+                self.messages.append((item.role, item.text_content, self.userdata.current_phase_id))
 
     def _on_tools(self, event: FunctionToolsExecutedEvent) -> None:
         for c, o in zip(event.function_calls, event.function_call_outputs, strict=True):
@@ -96,15 +92,15 @@ class Watcher:
 
 
 async def start_visit(
-    runtime: Runtime, identity: str = "ada"
+    runtime: Runtime, identity: str = "ada", greeting: str = GREETING
 ) -> tuple[AgentSession[UserData], ScriptedLLM, Watcher]:
     """A started session (greeting spoken) with a watcher attached before anything ran."""
-    model = ScriptedLLM([say(GREETING)])
+    model = ScriptedLLM([say(greeting)])
     userdata = runtime.new_userdata(identity=identity)
     session = runtime.new_session(userdata, llm=model)
     watcher = Watcher(userdata).attach(session)
-    greeting = await session.start(runtime.first_agent(userdata), capture_run=True)
-    await greeting
+    spoken = await session.start(runtime.first_agent(userdata), capture_run=True)
+    await spoken
     return session, model, watcher
 
 

@@ -323,7 +323,9 @@ class Recorder:
         if every session's stored step count is where the batch's appends end. A batch
         without steps cannot be checked and counts as not stored.
         """
-        ends = {op.session_id: op.start + len(op.steps) for op in ops if isinstance(op, AppendSteps)}
+        ends = {
+            op.session_id: op.start + len(op.steps) for op in ops if isinstance(op, AppendSteps)
+        }
         if not ends:
             return False
         try:
