@@ -2,13 +2,16 @@
 
 import asyncio
 from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from sqlalchemy import exc as sa_exc
 
 from coach.errors import StaleWrite, StorageError
-from coach.recording import AddMessage, AppendSteps, Recorder, UpdateSession, WriteOp
+from coach.recording import AddMessage, AppendSteps, Recorder, UpdateSession, WriteOp, WriteZone
 from coach.recording.writer import coalesce, is_transient
+from coach.state.zones import DeltaSpec
 
 
 def storage_error(cause: Exception) -> StorageError:
@@ -166,3 +169,41 @@ def test_transient_classification() -> None:
     assert not is_transient(storage_error(sa_exc.IntegrityError("x", {}, Exception("dup"))))
     assert not is_transient(StaleWrite("someone else wrote first"))
     assert not is_transient(ValueError("not storage"))
+
+
+class FlakyCommitStore(FakeStore):
+    """The first commit lands but its acknowledgement is lost; retries see StaleWrite."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state_step = 0
+        self.attempts = 0
+
+    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
+        self.attempts += 1
+        zone_ops = [op for op in ops if isinstance(op, WriteZone)]
+        if zone_ops and zone_ops[0].expected_step != self.state_step:
+            raise StaleWrite("state moved on")
+        self.batches.append(list(ops))
+        self.state_step += len(zone_ops)
+        if self.attempts == 1:
+            raise storage_error(sa_exc.OperationalError("commit", {}, Exception("connection lost")))
+
+    async def get_state(self, session_id: str) -> Any:
+        return SimpleNamespace(step=self.state_step)
+
+    async def agent_step_count(self, session_id: str) -> int:
+        return 0
+
+
+async def test_a_landed_zone_batch_whose_ack_was_lost_is_not_written_twice() -> None:
+    store = FlakyCommitStore()
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)  # type: ignore[arg-type]
+    rec.start()
+    spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="data.ideas")
+    rec.submit(WriteZone("s1", "data", {"ideas": [1]}, spec, expected_step=0))
+    rec.submit(msg(1))
+    await asyncio.wait_for(rec.flush(), 5)
+    assert len(store.batches) == 1  # written once; the retry recognised it had landed
+    assert rec.stats().dropped == 0 and store.state_step == 1
+    await rec.aclose()

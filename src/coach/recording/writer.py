@@ -319,18 +319,25 @@ class Recorder:
     async def _landed(self, ops: Sequence[WriteOp]) -> bool | None:
         """Whether ``ops`` are already stored (None: the database cannot be asked now).
 
-        A batch is one transaction, so its memory steps tell for all of it: it landed
-        if every session's stored step count is where the batch's appends end. A batch
-        without steps cannot be checked and counts as not stored.
+        A batch is one transaction, so its numbered writes tell for all of it: it landed
+        if every session's stored memory-step count and state step are where the batch's
+        appends and zone writes end. A batch with neither cannot be checked and counts as
+        not stored.
         """
-        ends = {
+        step_ends = {
             op.session_id: op.start + len(op.steps) for op in ops if isinstance(op, AppendSteps)
         }
-        if not ends:
+        state_ends = {
+            op.session_id: op.expected_step + 1 for op in ops if isinstance(op, WriteZone)
+        }
+        if not step_ends and not state_ends:
             return False
         try:
-            for session_id, end in ends.items():
+            for session_id, end in step_ends.items():
                 if await self._store.agent_step_count(session_id) != end:
+                    return False
+            for session_id, end in state_ends.items():
+                if (await self._store.get_state(session_id)).step != end:
                     return False
         except CoachError:
             return None
