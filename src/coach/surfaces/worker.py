@@ -40,7 +40,7 @@ async def entrypoint(ctx: JobContext) -> None:
     await ctx.connect()
     participant = await ctx.wait_for_participant()
     sink = RoomStateSink(ctx.room.local_participant, participant.identity)
-    ctx.add_shutdown_callback(lambda _reason: sink.aclose())
+    ctx.add_shutdown_callback(sink.aclose)
     userdata = runtime.new_userdata(identity=participant.identity, sink=sink)
     userdata.user_name = participant.name or None
     session = runtime.new_session(
