@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
+LINT_PATHS := src tests migrations $(wildcard bench)
+
 .PHONY: run test lint format bench clean
 
 $(STAMP): pyproject.toml
@@ -23,13 +25,13 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests bench
-	$(PY) -m ruff format --check src tests bench
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
 	$(PY) -m mypy
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix src tests bench
-	$(PY) -m ruff format src tests bench
+	$(PY) -m ruff check --fix $(LINT_PATHS)
+	$(PY) -m ruff format $(LINT_PATHS)
 
 bench: $(STAMP)
 	$(PY) -m bench.recording
