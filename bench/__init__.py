@@ -1,0 +1,1 @@
+"""Runnable benchmarks (``python -m bench.<name>`` from the repository root)."""
