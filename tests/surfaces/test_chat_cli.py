@@ -2,6 +2,7 @@
 the local fake OpenAI server, a real SQLite file."""
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -134,3 +135,48 @@ async def test_help_lists_every_command(tmp_path: Path) -> None:
     assert code == 0
     for command in ("chat", "dev", "start", "console", "connect", "download-files", "db", "token"):
         assert f"    {command}" in out
+
+
+@pytest.mark.slow
+async def test_a_second_chat_with_the_same_user_continues_the_session(tmp_path: Path) -> None:
+    async with FakeOpenAIServer(load_script(DEMO)) as server:
+        env = coach_env(tmp_path, COACH_LLM_BASE_URL=server.base_url, COACH_LLM_MODEL="fake")
+        assert (await coach("db", "upgrade", env=env))[0] == 0
+        turns = "I'm Ada\nOnboarding for my budgeting app\nThey quit at bank linking\n"
+        code, _, err = await coach("chat", "--user", "ada", env=env, stdin=turns)
+        assert code == 0, err
+
+        repo = await open_repository(env["COACH_DATABASE_URL"], secret=SECRET.encode())
+        try:
+            user = await repo.get_or_create_user("ada")
+            (session,) = await repo.get_user_sessions(user.id)
+        finally:
+            await repo.aclose()
+
+        server.extend(
+            load_script(f"""
+- say: Welcome back Ada! Shall we continue your onboarding redesign?
+- call: select_session_to_load
+  args: {{session_id: {session.id}}}
+- say: Ready when you are. Say continue.
+- call: load_selected_session
+- say: Welcome back. We finished Empathize; now let's define the problem.
+""")
+        )
+        code, out, err = await coach(
+            "chat", "--user", "ada", env=env, stdin="yes please\ncontinue\n"
+        )
+        assert server.script.remaining == 0
+    assert code == 0, err
+    assert "⚙ select_session_to_load" in out and "⚙ load_selected_session" in out
+    assert "handoff: design_coach → design_strategist" in out
+    assert out.rstrip().endswith(
+        "coach> Welcome back. We finished Empathize; now let's define the problem."
+    )
+    # The first request of the second visit already offered the stored session.
+    first = server.requests[-5]
+    offered = json.dumps(first["messages"])
+    assert session.id in offered and "2 of 6 phases done" in offered
+    # The strategist's request carries the first visit's conversation.
+    resumed = json.dumps(server.requests[-1]["messages"])
+    assert "They quit at bank linking" in resumed and "Current phase: Define" in resumed
