@@ -53,6 +53,7 @@ class Runtime:
         recorder = Recorder(
             store,
             max_pending=settings.recorder_queue_size,
+            commit_interval=settings.recorder_commit_interval,
             shutdown_timeout=settings.recorder_shutdown_timeout,
         )
         recorder.start()

@@ -68,7 +68,8 @@ class Settings(BaseSettings):
 
     # --- recorder ----------------------------------------------------------------
     recorder_queue_size: int = Field(default=10_000, ge=1)
-    recorder_commit_interval: float = Field(default=0.05, gt=0)
+    recorder_commit_interval: float = Field(default=0.05, ge=0)
+    """Group-commit window in seconds: writes queued within it share one transaction."""
     recorder_shutdown_timeout: float = Field(default=10.0, gt=0)
 
     log_level: str = "INFO"

@@ -101,3 +101,33 @@ async def test_unknown_op_is_refused(repo: Repository) -> None:
     with pytest.raises(InvalidWrite, match="unknown write op"):
         await repo.write_batch([object()])  # type: ignore[list-item]
     await repo.write_batch([])
+
+
+async def test_a_large_batch_over_several_sessions_keeps_each_kinds_order(repo: Repository) -> None:
+    a, b = await _session(repo), await _session(repo)
+    ops: list[Any] = []
+    for i in range(300):
+        sid = a if i % 3 else b
+        ops.append(AddMessage(sid, "user" if i % 2 else "assistant", f"m{i}"))
+    steps_a = [llm.ChatMessage(role="user", content=[f"s{i}"]) for i in range(50)]
+    for i in range(0, 50, 5):  # appends of one session, interleaved with other writes
+        ops.insert(i * 3, AppendSteps(a, i, tuple(steps_a[i : i + 5])))
+    await repo.write_batch(ops)
+    expected_a = [op.content for op in ops if isinstance(op, AddMessage) and op.session_id == a]
+    assert [m.content for m in await repo.get_session_conversation(a)] == expected_a
+    assert len(await repo.get_session_conversation(b)) == 100
+    assert await repo.load_agent_state(a) == steps_a
+
+
+async def test_gapped_steps_in_one_batch_write_nothing(repo: Repository) -> None:
+    sid = await _session(repo)
+    with pytest.raises(InvalidWrite, match="not contiguous"):
+        await repo.write_batch(
+            [
+                AppendSteps(sid, 0, ("a",)),
+                AddMessage(sid, "user", "x"),
+                AppendSteps(sid, 2, ("c",)),
+            ]
+        )
+    assert await repo.agent_step_count(sid) == 0
+    assert await repo.get_session_conversation(sid) == []

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from coach.errors import StaleWrite, StorageError
-from coach.recording import AddMessage, AppendSteps, Recorder, UpdateSession, WriteOp, WriteZone
-from coach.recording.writer import coalesce, is_transient
+from coach.recording import AddMessage, Recorder, UpdateSession, WriteOp, WriteZone
+from coach.recording.writer import is_transient
 from coach.state.zones import DeltaSpec
 
 
@@ -57,7 +57,7 @@ def msg(i: int, session: str = "s1") -> AddMessage:
 
 async def test_everything_is_written_in_submission_order() -> None:
     store = FakeStore()
-    rec = Recorder(store)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
     rec.start()
     for i in range(50):
         rec.submit(msg(i, session=f"s{i % 3}"))
@@ -70,7 +70,7 @@ async def test_everything_is_written_in_submission_order() -> None:
 async def test_ops_queued_during_a_commit_go_together_in_the_next_one() -> None:
     store = FakeStore()
     store.gate = asyncio.Event()
-    rec = Recorder(store)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
     rec.start()
     rec.submit(msg(0))
     await store.entered.wait()  # the writer took the first op and is blocked in the store
@@ -83,25 +83,27 @@ async def test_ops_queued_during_a_commit_go_together_in_the_next_one() -> None:
     await rec.aclose()
 
 
-def test_coalesce_merges_contiguous_step_appends_of_one_session_only() -> None:
-    ops: list[WriteOp] = [
-        AppendSteps("a", 0, ("x",)),
-        AppendSteps("a", 1, ("y",)),
-        AppendSteps("b", 0, ("z",)),
-        AppendSteps("a", 2, ("w",)),
-        msg(1, "a"),
-        AppendSteps("a", 3, ("v",)),
-        AppendSteps("a", 5, ("gap",)),
-    ]
-    merged = coalesce(ops)
-    assert merged == [
-        AppendSteps("a", 0, ("x", "y")),
-        AppendSteps("b", 0, ("z",)),
-        AppendSteps("a", 2, ("w",)),
-        msg(1, "a"),
-        AppendSteps("a", 3, ("v",)),
-        AppendSteps("a", 5, ("gap",)),
-    ]
+async def test_writes_within_the_commit_window_share_one_transaction() -> None:
+    store = FakeStore()
+    rec = Recorder(store, commit_interval=60)  # type: ignore[arg-type]
+    rec.start()
+    for i in range(20):
+        rec.submit(msg(i))
+    assert store.batches == []  # still inside the window: nothing written yet
+    await asyncio.wait_for(rec.flush(), 5)  # a flush does not wait for the window
+    assert [len(b) for b in store.batches] == [20]
+    await rec.aclose()
+
+
+async def test_a_full_batch_is_written_without_waiting_for_the_window() -> None:
+    store = FakeStore()
+    rec = Recorder(store, commit_interval=60, max_batch=5)  # type: ignore[arg-type]
+    rec.start()
+    for i in range(5):
+        rec.submit(msg(i))
+    await asyncio.wait_for(store.entered.wait(), 5)
+    assert [len(b) for b in store.batches] == [5]
+    await rec.aclose()
 
 
 async def test_database_down_then_back_loses_nothing() -> None:
@@ -126,7 +128,7 @@ async def test_permanent_error_drops_only_the_offending_write() -> None:
     store = FakeStore()
     store.gate = asyncio.Event()
     store.reject = {"m2"}
-    rec = Recorder(store)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
     rec.start()
     for i in range(5):
         rec.submit(msg(i))
@@ -140,7 +142,7 @@ async def test_permanent_error_drops_only_the_offending_write() -> None:
 async def test_full_queue_slows_the_agent_instead_of_dropping() -> None:
     store = FakeStore()
     store.gate = asyncio.Event()
-    rec = Recorder(store, max_pending=3)  # type: ignore[arg-type]
+    rec = Recorder(store, max_pending=3, commit_interval=0)  # type: ignore[arg-type]
     rec.start()
     for i in range(3):
         rec.submit(msg(i))

@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, TypeAlias, TypeVar
 
@@ -206,12 +206,6 @@ def _pickle_all(codec: StepCodec, steps: Sequence[object], first: int) -> list[b
     return payloads
 
 
-def _pickle_batches(
-    codec: StepCodec, batches: Sequence[tuple[Sequence[object], int]]
-) -> list[list[bytes]]:
-    return [_pickle_all(codec, steps, first) for steps, first in batches]
-
-
 def _session_record(row: _Row) -> SessionRecord:
     return SessionRecord(**row._asdict())
 
@@ -228,6 +222,80 @@ def _delta_record(row: _Row) -> Delta:
         action=Action.model_validate(row.action or {}),
         result=ResultMeta.model_validate(row.result or {}),
     )
+
+
+@dataclass
+class _Batch:
+    """A write batch grouped by kind, validated before any database work."""
+
+    session_ids: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    appends: dict[str, tuple[int, list[object]]] = field(default_factory=dict)
+    phase_outputs: list[Any] = field(default_factory=list)
+    session_updates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    zone_writes: list[Callable[[AsyncSession], Awaitable[object]]] = field(default_factory=list)
+
+    @classmethod
+    def plan(cls, ops: Sequence[WriteOpLike], repo: Repository) -> _Batch:
+        batch = cls()
+        for op in ops:
+            sid = getattr(op, "session_id", None)
+            if not isinstance(sid, str):
+                raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+            if sid not in batch.session_ids:
+                batch.session_ids.append(sid)
+            batch._add(op, sid, repo)
+        return batch
+
+    def _add(self, op: WriteOpLike, sid: str, repo: Repository) -> None:
+        if isinstance(op, ZoneWriteOp):
+            zone = Zone(op.zone) if op.zone is not None else None
+            value = None if zone is None or op.value is None else _json_object(op.value, zone.value)
+            self.zone_writes.append(repo._zoned_op(sid, zone, value, op.delta, op.expected_step))
+        elif isinstance(op, AppendStepsOp):
+            if op.start < 0:
+                raise InvalidWrite("start must not be negative")
+            if sid not in self.appends:
+                self.appends[sid] = (op.start, list(op.steps))
+                return
+            start, steps = self.appends[sid]
+            if op.start != start + len(steps):
+                raise InvalidWrite(f"memory steps of session {sid} are not contiguous in a batch")
+            steps.extend(op.steps)
+        elif isinstance(op, PhaseOutputOp):
+            _check_status(op.status, PHASE_STATUSES, "phase")
+            self.phase_outputs.append(
+                repo._phase_output_upsert(
+                    sid,
+                    op.phase_id,
+                    op.phase_name,
+                    op.status,
+                    op.system_prompt,
+                    op.user_input,
+                    op.output,
+                    op.error,
+                )
+            )
+        elif isinstance(op, MessageOp):
+            if op.role not in MESSAGE_ROLES:
+                raise InvalidRole(op.role)
+            if not isinstance(op.content, str):
+                raise InvalidWrite("message content must be a string")
+            self.messages.append(
+                {
+                    "session_id": sid,
+                    "phase_id": op.phase_id,
+                    "role": op.role,
+                    "content": op.content,
+                    "interrupted": bool(op.interrupted),
+                }
+            )
+        elif isinstance(op, SessionUpdateOp):
+            values = repo._session_values(op.fields)
+            values.pop("updated_at", None)
+            self.session_updates[sid] = {**self.session_updates.get(sid, {}), **values}
+        else:
+            raise InvalidWrite(f"unknown write op: {type(op).__name__}")
 
 
 class Repository:
@@ -822,79 +890,83 @@ class Repository:
         return start + len(payloads)
 
     async def write_batch(self, ops: Sequence[WriteOpLike]) -> None:
-        """Apply a batch of writes in order, in ONE transaction (the recorder's group commit).
+        """Apply a batch of writes in ONE transaction (the recorder's group commit).
 
         Each op is a message (:class:`~.batch.MessageOp`), a phase output
         (:class:`~.batch.PhaseOutputOp`), a session update
-        (:class:`~.batch.SessionUpdateOp`) or memory steps (:class:`~.batch.AppendStepsOp`),
-        with the semantics of the single-write method of the same name. Steps are
-        pickled in a worker thread before the transaction starts. Either every op is
-        written or none is.
+        (:class:`~.batch.SessionUpdateOp`), memory steps (:class:`~.batch.AppendStepsOp`)
+        or a zoned state write (:class:`~.batch.ZoneWriteOp`), with the semantics of the
+        single-write method of the same name. Ops of one kind keep their order; the batch
+        costs a few statements, not a few per op: one existence check (and lock) of the
+        sessions, one insert of all messages, one of all steps, one update per session.
+        Steps are pickled in a worker thread before the transaction starts. Either every
+        op is written or none is.
 
         Raises:
             InvalidRole: A message with a bad role (nothing is written).
             InvalidWrite: Bad input in any op (nothing is written).
             SessionNotFound: An op names an unknown session (nothing is written).
-            StaleWrite: Memory steps whose ``start`` is not the stored count.
+            StaleWrite: Memory steps whose ``start`` is not the stored count, or a zone
+                write whose ``expected_step`` is not the stored step.
             StorageError: The database failed.
         """
         if not ops:
             return
-        appends = [op for op in ops if isinstance(op, AppendStepsOp)]
-        pickled = await asyncio.to_thread(
-            _pickle_batches, self._codec, [(list(op.steps), op.start) for op in appends]
-        )
-        payloads = {id(op): p for op, p in zip(appends, pickled, strict=True)}
-        plan: list[Callable[[AsyncSession], Awaitable[object]]] = []
-        for op in ops:
-            plan.append(self._plan(op, payloads))
+        batch = _Batch.plan(ops, self)
+        step_rows = await asyncio.to_thread(self._encode_appends, batch.appends)
+        now = self._clock()
+        messages = [{**row, "created_at": now} for row in batch.messages]
 
         async def run(s: AsyncSession) -> None:
-            for step in plan:
-                await step(s)
+            await self._lock_sessions(s, batch.session_ids, lock=bool(batch.appends))
+            if batch.appends:
+                stored = await self._stored_steps_of(s, list(batch.appends))
+                for sid, (start, _) in batch.appends.items():
+                    if stored.get(sid, 0) != start:
+                        raise StaleWrite(
+                            f"Session {sid} has {stored.get(sid, 0)} memory steps stored, "
+                            f"not {start}"
+                        )
+                await s.execute(insert(AgentStep), step_rows)
+            if messages:
+                await s.execute(insert(SessionConversation), messages)
+            for stmt in batch.phase_outputs:
+                await s.execute(stmt)
+            for sid, values in batch.session_updates.items():
+                await self._apply_session_update(s, sid, {**values, "updated_at": now})
+            for zoned in batch.zone_writes:
+                await zoned(s)
 
         await self._write(run, "write_batch")
 
-    def _plan(
-        self, op: WriteOpLike, payloads: Mapping[int, list[bytes]]
-    ) -> Callable[[AsyncSession], Awaitable[object]]:
-        sid = getattr(op, "session_id", None)
-        if not isinstance(sid, str):
-            raise InvalidWrite(f"unknown write op: {type(op).__name__}")
-        if isinstance(op, ZoneWriteOp):
-            zone = Zone(op.zone) if op.zone is not None else None
-            value = None if zone is None or op.value is None else _json_object(op.value, zone.value)
-            return self._zoned_op(sid, zone, value, op.delta, op.expected_step)
-        if isinstance(op, AppendStepsOp):
-            if op.start < 0:
-                raise InvalidWrite("start must not be negative")
-            steps = payloads[id(op)]
-            return lambda s: self._append_steps(s, sid, op.start, steps)
-        if isinstance(op, PhaseOutputOp):
-            _check_status(op.status, PHASE_STATUSES, "phase")
-            stmt = self._phase_output_upsert(
-                sid,
-                op.phase_id,
-                op.phase_name,
-                op.status,
-                op.system_prompt,
-                op.user_input,
-                op.output,
-                op.error,
-            )
-        elif isinstance(op, MessageOp):
-            stmt = self._message_insert(sid, op.role, op.content, op.phase_id, op.interrupted)
-        elif isinstance(op, SessionUpdateOp):
-            values = self._session_values(op.fields)
-            return lambda s: self._apply_session_update(s, sid, values)
-        else:
-            raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+    def _encode_appends(
+        self, appends: Mapping[str, tuple[int, list[object]]]
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for sid, (start, steps) in appends.items():
+            rows += self._step_rows(sid, _pickle_all(self._codec, steps, start), start)
+        return rows
 
-        async def execute(s: AsyncSession) -> object:
-            await self._require_session(s, sid)
-            return await s.execute(stmt)
+    async def _lock_sessions(
+        self, s: AsyncSession, session_ids: Sequence[str], *, lock: bool
+    ) -> None:
+        """Check that every session exists (locking them, in id order, when ``lock``)."""
+        stmt = select(SessionRow.id).where(SessionRow.id.in_(sorted(session_ids)))
+        if lock:
+            stmt = stmt.order_by(SessionRow.id).with_for_update(key_share=True)
+        found = set(await s.scalars(stmt))
+        for sid in session_ids:
+            if sid not in found:
+                raise SessionNotFound(sid)
 
-        return execute
+    @staticmethod
+    async def _stored_steps_of(s: AsyncSession, session_ids: Sequence[str]) -> dict[str, int]:
+        rows = await s.execute(
+            select(AgentStep.session_id, func.max(AgentStep.seq))
+            .where(AgentStep.session_id.in_(session_ids))
+            .group_by(AgentStep.session_id)
+        )
+        return {sid: int(top) + 1 for sid, top in rows}
 
     def _decode_all(self, session_id: str, rows: Sequence[_Row]) -> list[object]:
         steps = []

@@ -2,9 +2,10 @@
 
 Callers (event handlers, tools) only enqueue — :meth:`Recorder.submit` is synchronous
 and never touches the database, so recording adds nothing to a voice turn. One task
-drains the queue in order: everything queued while the previous commit ran is written
-together in the next transaction (group commit). Consecutive memory-step appends of a
-session coalesce into one. On a database error the writer keeps the batch and retries
+drains the queue in order: what is queued within one commit window (``commit_interval``,
+50 ms by default; at once when flushing or when a batch is full) is written together
+in one transaction (group commit), which the repository applies as a few statements,
+not a few per write. On a database error the writer keeps the batch and retries
 with backoff while the conversation goes on; nothing is dropped or reordered. When the
 queue reaches its bound, :meth:`Recorder.wait_for_capacity` slows the agent down
 (back-pressure) instead of losing writes.
@@ -57,23 +58,6 @@ class RecorderStats:
     """Transactions committed since start."""
 
 
-def coalesce(ops: Sequence[WriteOp]) -> list[WriteOp]:
-    """Merge consecutive contiguous memory-step appends of the same session."""
-    merged: list[WriteOp] = []
-    for op in ops:
-        last = merged[-1] if merged else None
-        if (
-            isinstance(op, AppendSteps)
-            and isinstance(last, AppendSteps)
-            and last.session_id == op.session_id
-            and last.start + len(last.steps) == op.start
-        ):
-            merged[-1] = AppendSteps(op.session_id, last.start, last.steps + op.steps)
-        else:
-            merged.append(op)
-    return merged
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether a storage error may go away by itself (connection lost, database locked)."""
     if isinstance(exc, StaleWrite) or not isinstance(exc, StorageError):
@@ -89,7 +73,8 @@ class Recorder:
         store: Repository,
         *,
         max_pending: int = 10_000,
-        max_batch: int = 500,
+        max_batch: int = 100,
+        commit_interval: float = 0.05,
         retry_initial: float = 0.05,
         retry_max: float = 2.0,
         stats_interval: float = 30.0,
@@ -98,6 +83,8 @@ class Recorder:
         self._store = store
         self._max_pending = max_pending
         self._max_batch = max_batch
+        self._commit_interval = commit_interval
+        self._urgent = False
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._stats_interval = stats_interval
@@ -161,7 +148,8 @@ class Recorder:
         self._queue.append((self._submitted, time.monotonic(), op))
         if self.pending >= self._max_pending:
             self._capacity.clear()
-        self._wakeup.set()
+        if len(self._queue) == 1 or len(self._queue) >= self._max_batch:
+            self._wakeup.set()
 
     def message(
         self,
@@ -237,8 +225,12 @@ class Recorder:
         await self._capacity.wait()
 
     async def flush(self) -> None:
-        """Wait until everything submitted so far is committed (bound it with a timeout)."""
+        """Wait until everything submitted so far is committed (bound it with a timeout).
+
+        Flushing does not wait for the commit window: what is queued is written at once.
+        """
         target = self._submitted
+        self._urgent = True
         self._wakeup.set()
         async with self._progress:
             await self._progress.wait_for(lambda: self._committed >= target)
@@ -260,12 +252,20 @@ class Recorder:
     async def _run(self) -> None:
         while not self._closing:
             if not self._queue:
+                self._urgent = False
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            window = self._commit_interval - (time.monotonic() - self._queue[0][1])
+            if window > 0 and not self._urgent and len(self._queue) < self._max_batch:
+                # Group commit: let the rest of this turn's writes join the batch.
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), window)
+                continue
             batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._max_batch))]
             self._inflight_since = batch[0][1]
-            await self._write(coalesce([op for _, _, op in batch]))
+            await self._write([op for _, _, op in batch])
             self._inflight_since = None
             async with self._progress:
                 self._committed += len(batch)
