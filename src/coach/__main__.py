@@ -62,7 +62,8 @@ def _run_livekit(argv: Sequence[str]) -> int:
 
     settings = load_settings()
     load_prompts(settings.prompts_dir)
-    if argv[0] != "download-files":
+    asking_for_help = any(arg in ("-h", "--help") for arg in argv[1:])
+    if argv[0] != "download-files" and not asking_for_help:
         settings.require_llm()
         _ = settings.memory_secret
     from livekit.agents import cli

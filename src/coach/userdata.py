@@ -51,6 +51,8 @@ class UserData:
     max_resume_pairs: int = 25
     max_history_tokens: int = 100_000
     max_history_lines: int = 50_000
+    item_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Sizes of chat items already measured for context limits, by item id."""
 
     # --- phases --------------------------------------------------------------------
 

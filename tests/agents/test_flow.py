@@ -2,6 +2,8 @@
 
 import asyncio
 
+from livekit.agents import llm
+
 from coach.agents import DesignCoach, DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
 from tests.fakes import ScriptedLLM, call, say
@@ -163,4 +165,33 @@ async def test_tools_refuse_out_of_order_calls(runtime: Runtime) -> None:
     assert err.is_error and "capture_design_challenge" in err.output
     assert isinstance(session.current_agent, DesignCoach)
     assert session.userdata.session_id is None
+    await session.aclose()
+
+
+async def test_each_llm_request_is_pruned_but_the_history_is_not(runtime: Runtime) -> None:
+    from coach.state.history import estimate_tokens
+
+    model = ScriptedLLM([say("Hi!")])
+    userdata = runtime.new_userdata()
+    system_tokens = estimate_tokens(DesignCoach(userdata).instructions)  # type: ignore[arg-type]
+    userdata.max_history_tokens = system_tokens + 250  # room for about two long turns
+    session = runtime.new_session(userdata, llm=model)
+    await (await session.start(runtime.first_agent(userdata), capture_run=True))
+    for n in range(6):
+        model.extend([say(f"ok {n}")])
+        await session.run(user_input=f"turn {n} " + "x" * 400)  # ~100 tokens each
+    last = model.requests[-1]
+    sent = [text for role, text in last.messages() if role != "system"]
+    assert last.system_prompt.startswith("You are the Design Coach")
+    assert any(t.startswith("turn 5 ") for t in sent)
+    assert not any(t.startswith(("turn 0 ", "turn 1 ", "turn 2 ")) for t in sent)
+    total = sum(estimate_tokens(t) for t in sent) + estimate_tokens(last.system_prompt)
+    assert total <= userdata.max_history_tokens
+    # Only the request was pruned: the agent still holds every turn.
+    history = [
+        i.text_content or ""
+        for i in session.current_agent.chat_ctx.items
+        if isinstance(i, llm.ChatMessage)
+    ]
+    assert sum(t.startswith("turn ") for t in history) == 6
     await session.aclose()

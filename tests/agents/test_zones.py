@@ -316,3 +316,40 @@ async def test_reconnecting_to_the_room_continues_its_session(runtime: Runtime) 
     assert isinstance(
         await runtime.room_agent(runtime.new_userdata(identity="other"), "room-1"), DesignCoach
     )
+
+
+async def test_select_and_remove_ideas_by_id(runtime: Runtime) -> None:
+    session, model, sink, _ = await strategist_session(runtime)
+    model.extend(
+        [
+            calls(
+                ToolCall("add_idea", {"title": "Demo mode", "description": "Fake data first"}),
+                ToolCall("add_idea", {"title": "Trust badges", "description": "Explain security"}),
+            ),
+            say("Two ideas."),
+        ]
+    )
+    await session.run(user_input="Two ideas")
+    state = session.userdata.state
+    demo, badges = (i["id"] for i in state.data["ideas"])
+
+    model.extend([call("select_idea", idea_id=badges), say("Badges it is.")])
+    await session.run(user_input="Go with the badges")
+    assert state.data["selected_idea_id"] == badges
+    assert [i["selected"] for i in state.template["board"]["ideas"]] == [False, True]
+
+    model.extend([call("remove_idea", idea_id="idea_nope"), say("Which one?")])
+    result = await session.run(user_input="Drop that other one")
+    err = result.expect.next_event(type="function_call_output").event().item
+    assert err.is_error and demo in err.output and badges in err.output  # lists the real ids
+    assert len(state.data["ideas"]) == 2
+
+    model.extend([call("remove_idea", idea_id=badges), say("Removed.")])
+    await session.run(user_input="Actually drop the badges")
+    assert [i["id"] for i in state.data["ideas"]] == [demo]
+    assert state.data["selected_idea_id"] is None  # a removed idea is no longer selected
+    paths = [
+        (m["delta"]["path"], m["delta"]["delta_type"]) for m in sink.messages if m["zone"] == "data"
+    ]
+    assert paths[-2:] == [("data.selected_idea_id", "add"), ("data.ideas", "remove")]
+    await session.aclose()

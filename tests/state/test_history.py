@@ -67,3 +67,21 @@ def test_input_is_not_modified() -> None:
     snapshot = list(items)
     prune_chat_items(items, max_tokens=5, max_lines=5)
     assert items == snapshot
+
+
+def test_sizes_are_cached_by_item_id_but_the_system_prompt_is_measured_each_time() -> None:
+    sizes: dict[str, tuple[int, int]] = {}
+    system, a = msg("system", "s" * 40), msg("user", "a" * 40)
+    prune_chat_items([system, a], max_tokens=100, max_lines=100, sizes=sizes)
+    assert sizes == {a.id: (10, 1)}
+    # A cached size is trusted (items do not change once added) ...
+    sizes[a.id] = (1_000, 1)
+    b = msg("user", "b")
+    kept = prune_chat_items([system, a, b], max_tokens=100, max_lines=100, sizes=sizes)
+    assert ids(kept) == [system.id, b.id]
+    # ... while a grown system prompt is seen at once.
+    system.content = ["s" * 4000]
+    assert ids(prune_chat_items([system, a], max_tokens=100, max_lines=100, sizes={})) == [
+        system.id,
+        a.id,
+    ]

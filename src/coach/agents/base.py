@@ -128,6 +128,7 @@ class CoachAgentBase(Agent):
             chat_ctx.items,
             max_tokens=userdata.max_history_tokens,
             max_lines=userdata.max_history_lines,
+            sizes=userdata.item_sizes,
         )
         if len(kept) != len(chat_ctx.items):
             logger.debug(

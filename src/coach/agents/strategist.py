@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from livekit.agents import RunContext, ToolError, function_tool
 
 from ..state import design
@@ -93,12 +95,7 @@ class DesignStrategist(PhasedAgent):
         Args:
             idea_id: The id add_idea returned.
         """
-        userdata = context.userdata
-        try:
-            data, change = design.remove_idea(userdata.state.data, idea_id.strip())
-        except design.DesignError as exc:
-            raise ToolError(str(exc)) from None
-        self.change_data(userdata, data, change, "remove_idea", idea_id=idea_id.strip())
+        self._change_idea(context.userdata, design.remove_idea, "remove_idea", idea_id)
         return "Idea removed."
 
     @function_tool
@@ -108,13 +105,22 @@ class DesignStrategist(PhasedAgent):
         Args:
             idea_id: The id add_idea returned.
         """
-        userdata = context.userdata
+        self._change_idea(context.userdata, design.select_idea, "select_idea", idea_id)
+        return "Idea selected."
+
+    def _change_idea(
+        self,
+        userdata: UserData,
+        change: Callable[[design.JSON, str], tuple[design.JSON, design.Change]],
+        tool: str,
+        idea_id: str,
+    ) -> None:
+        idea_id = idea_id.strip()
         try:
-            data, change = design.select_idea(userdata.state.data, idea_id.strip())
+            data, what = change(userdata.state.data, idea_id)
         except design.DesignError as exc:
             raise ToolError(str(exc)) from None
-        self.change_data(userdata, data, change, "select_idea", idea_id=idea_id.strip())
-        return "Idea selected."
+        self.change_data(userdata, data, what, tool, idea_id=idea_id)
 
     @function_tool
     async def search_past_work(self, context: RunContext[UserData], query: str) -> str:

@@ -54,19 +54,46 @@ def _units(items: Sequence[llm.ChatItem]) -> list[list[llm.ChatItem]]:
     return units
 
 
+Size = tuple[int, int]
+"""(estimated tokens, lines) of one item."""
+
+
+def item_size(item: llm.ChatItem) -> Size:
+    """The estimated tokens and the lines an item costs (an empty item costs nothing)."""
+    text = item_text(item)
+    return (estimate_tokens(text), text.count("\n") + 1 if text else 0)
+
+
 def prune_chat_items(
-    items: Sequence[llm.ChatItem], *, max_tokens: int, max_lines: int
+    items: Sequence[llm.ChatItem],
+    *,
+    max_tokens: int,
+    max_lines: int,
+    sizes: dict[str, Size] | None = None,
 ) -> list[llm.ChatItem]:
-    """Return the items to send: system prompt(s) plus the newest units within budget."""
+    """Return the items to send: system prompt(s) plus the newest units within budget.
+
+    ``sizes`` caches each item's size by item id across calls, so a long session is not
+    measured again before every LLM request (items do not change once added).
+    """
+    cache: dict[str, Size] = {} if sizes is None else sizes
+
+    def size(item: llm.ChatItem) -> Size:
+        if _is_system(item):  # the system prompt changes with the phase: never cached
+            return item_size(item)
+        found = cache.get(item.id)
+        if found is None:
+            found = cache[item.id] = item_size(item)
+        return found
+
     system = [item for item in items if _is_system(item)]
     rest = [item for item in items if not _is_system(item)]
-    tokens = sum(estimate_tokens(item_text(i)) for i in system)
-    lines = sum(item_text(i).count("\n") + 1 for i in system)
+    tokens = sum(size(i)[0] for i in system)
+    lines = sum(size(i)[1] for i in system)
     kept: list[list[llm.ChatItem]] = []
     for unit in reversed(_units(rest)):
-        text = [item_text(i) for i in unit]
-        unit_tokens = sum(estimate_tokens(t) for t in text)
-        unit_lines = sum(t.count("\n") + 1 for t in text if t)
+        unit_tokens = sum(size(i)[0] for i in unit)
+        unit_lines = sum(size(i)[1] for i in unit)
         if kept and (tokens + unit_tokens > max_tokens or lines + unit_lines > max_lines):
             break
         kept.append(unit)
