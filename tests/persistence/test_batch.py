@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -10,40 +9,7 @@ from livekit.agents import llm
 
 from coach.errors import InvalidRole, InvalidWrite, SessionNotFound, StaleWrite
 from coach.persistence import Repository
-
-
-@dataclass(frozen=True)
-class AddMessage:
-    session_id: str
-    role: str
-    content: str
-    phase_id: str | None = None
-    interrupted: bool = False
-
-
-@dataclass(frozen=True)
-class SavePhaseOutput:
-    session_id: str
-    phase_id: str
-    phase_name: str
-    status: str
-    system_prompt: str | None = None
-    user_input: str | None = None
-    output: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class UpdateSession:
-    session_id: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AppendSteps:
-    session_id: str
-    start: int
-    steps: tuple[object, ...]
+from coach.recording.ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession
 
 
 async def _session(repo: Repository) -> str:

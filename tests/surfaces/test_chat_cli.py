@@ -4,13 +4,14 @@ the local fake OpenAI server, a real SQLite file."""
 import asyncio
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 from coach.persistence import open_repository
-from tests.fakes import FakeOpenAIServer, load_script
+from tests.fakes import FakeOpenAIServer, load_script, say
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "fixtures" / "demo_script.yaml"
@@ -180,3 +181,31 @@ async def test_a_second_chat_with_the_same_user_continues_the_session(tmp_path: 
     # The strategist's request carries the first visit's conversation.
     resumed = json.dumps(server.requests[-1]["messages"])
     assert "They quit at bank linking" in resumed and "Current phase: Define" in resumed
+
+
+@pytest.mark.slow
+async def test_ctrl_c_while_waiting_for_input_exits_cleanly(tmp_path: Path) -> None:
+    async with FakeOpenAIServer([say("Hello there!")]) as server:
+        env = coach_env(tmp_path, COACH_LLM_BASE_URL=server.base_url, COACH_LLM_MODEL="fake")
+        assert (await coach("db", "upgrade", env=env))[0] == 0
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "coach",
+            "chat",
+            "--user",
+            "zed",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=tmp_cwd(env),
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        greeting = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert greeting == b"coach> Hello there!\n"
+        proc.send_signal(signal.SIGINT)  # stdin stays open: the REPL is blocked reading it
+        code = await asyncio.wait_for(proc.wait(), 30)
+        err = (await proc.stderr.read()).decode()
+    assert code == 0
+    assert "Traceback" not in err

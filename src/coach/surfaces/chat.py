@@ -8,7 +8,10 @@ piped input it reads one user turn per line and exits after the last reply.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import queue
 import sys
+import threading
 from typing import Any, TextIO
 
 from livekit.agents import llm
@@ -46,14 +49,48 @@ class Transcript:
             self._dim(f"  ⚙ {call.name}({call.arguments}) → {status}")
 
 
-async def _read_line(stream: TextIO, prompt: str) -> str | None:
-    if stream.isatty():
-        try:
-            return await asyncio.to_thread(input, prompt)
-        except EOFError:
-            return None
-    line = await asyncio.to_thread(stream.readline)
-    return line.rstrip("\n") if line else None
+class LineReader:
+    """Reads one line of input at a time in a daemon thread.
+
+    A daemon thread (not the loop's executor) so that Ctrl-C never waits for the user to
+    press Enter: the process can exit while the thread still blocks on the terminal.
+    """
+
+    def __init__(self, stream: TextIO, prompt: str) -> None:
+        self._stream = stream
+        self._prompt = prompt if stream.isatty() else ""
+        self._requests: queue.SimpleQueue[asyncio.Future[str | None]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="coach-chat-input", daemon=True).start()
+
+    async def read(self) -> str | None:
+        """The next line without its newline, or ``None`` at end of input."""
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._requests.put(future)
+        return await future
+
+    def _serve(self) -> None:
+        while True:
+            future = self._requests.get()
+            line = self._read_one()
+            loop = future.get_loop()
+            with contextlib.suppress(RuntimeError):  # the loop may be gone (Ctrl-C)
+                loop.call_soon_threadsafe(_resolve, future, line)
+            if line is None:
+                return
+
+    def _read_one(self) -> str | None:
+        if self._prompt:
+            try:
+                return input(self._prompt)
+            except EOFError:
+                return None
+        line = self._stream.readline()
+        return line.rstrip("\n") if line else None
+
+
+def _resolve(future: asyncio.Future[str | None], line: str | None) -> None:
+    if not future.done():
+        future.set_result(line)
 
 
 async def run_chat(
@@ -76,7 +113,8 @@ async def run_chat(
         try:
             greeting = await session.start(runtime.first_agent(userdata), capture_run=True)
             await greeting
-            while (line := await _read_line(stdin, "you> ")) is not None:
+            reader = LineReader(stdin, "you> ")
+            while (line := await reader.read()) is not None:
                 if line.strip():
                     await session.run(user_input=line.strip())
         finally:
