@@ -26,8 +26,8 @@ def coach_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         COACH_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}",
         COACH_SECRET_KEY=SECRET,
         PYTHONUNBUFFERED="1",
-        **extra,
     )
+    env.update(extra)
     return env
 
 
