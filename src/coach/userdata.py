@@ -91,6 +91,9 @@ class UserData:
                 nothing to resume (the message is meant for the user).
         """
         assert self.user_id is not None, "identify the user before loading a session"
+        # Writes this process still has queued for the session (a reconnect right after a
+        # disconnect) must be stored before its state and step are read back.
+        await self.recorder.flush()
         result = await self.store.resume_session(
             session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
         )

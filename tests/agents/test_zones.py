@@ -353,3 +353,45 @@ async def test_select_and_remove_ideas_by_id(runtime: Runtime) -> None:
     ]
     assert paths[-2:] == [("data.selected_idea_id", "add"), ("data.ideas", "remove")]
     await session.aclose()
+
+
+async def test_a_reconnect_before_the_writes_are_stored_still_continues_cleanly(
+    settings: Any, open_runtime: Any
+) -> None:
+    settings.recorder_commit_interval = 60  # nothing is committed unless someone flushes
+    runtime: Runtime = await open_runtime()
+    userdata = runtime.new_userdata(identity="quinn")
+    agent = await runtime.room_agent(userdata, "room-q")
+    model = ScriptedLLM([say("Hi!")])
+    session = runtime.new_session(userdata, llm=model)
+    await (await session.start(agent, capture_run=True))
+    model.extend(
+        [
+            call("capture_design_challenge", challenge=CHALLENGE),
+            call("transfer_to_strategist"),
+            say("Strategist."),
+        ]
+    )
+    await session.run(user_input=CHALLENGE)
+    model.extend([call("add_insight", text="Fees confuse people"), say("Noted.")])
+    await session.run(user_input="Fees confuse people")
+    await session.aclose()
+    assert runtime.recorder.pending > 0  # the first connection's writes are still queued
+
+    again = runtime.new_userdata(identity="quinn")
+    agent = await runtime.room_agent(again, "room-q")  # must see those writes
+    assert again.session_id == userdata.session_id
+    assert again.state.step == userdata.state.step
+    assert [i["text"] for i in again.state.data["insights"]] == ["Fees confuse people"]
+    model = ScriptedLLM([say("Welcome back.")])
+    session = runtime.new_session(again, llm=model)
+    await (await session.start(agent, capture_run=True))
+    model.extend(
+        [call("add_idea", title="Fee preview", description="Show fees up front"), say("Added.")]
+    )
+    await session.run(user_input="Preview the fees")
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+    assert runtime.recorder.stats().dropped == 0
+    deltas = await runtime.store.get_deltas(again.session_id)  # type: ignore[arg-type]
+    assert [d.step for d in deltas] == list(range(1, again.state.step + 1))
