@@ -98,3 +98,16 @@ async def test_deleting_a_session_deletes_its_messages(repo: Repository) -> None
             {"id": sid},
         )
     assert left == 0
+
+
+async def test_text_no_database_can_store_is_kept_with_replacement_characters(
+    repo: Repository,
+) -> None:
+    user = await repo.get_or_create_user("surrogates")
+    sid = (await repo.create_session(user.id)).id
+    await repo.add_session_message(sid, "assistant", "half an emoji \ud83d and a NUL \x00!")
+    await repo.save_phase_output(sid, "challenge", "Challenge", "completed", output="out \ud800")
+    [message] = await repo.get_session_conversation(sid)
+    assert message.content == "half an emoji \ufffd and a NUL \ufffd!"
+    [output] = await repo.get_phase_outputs(sid)
+    assert output.output == "out \ufffd"

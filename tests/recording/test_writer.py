@@ -38,9 +38,7 @@ class FakeStore:
             await self.gate.wait()
         if self.down:
             self.failures += 1
-            raise storage_error(
-                sa_exc.OperationalError("select 1", {}, Exception("connection refused"))
-            )
+            raise storage_error(ConnectionRefusedError("connection refused"))
         for op in ops:
             if isinstance(op, AddMessage) and op.content in self.reject:
                 raise storage_error(sa_exc.IntegrityError("insert", {}, Exception("check failed")))
@@ -167,8 +165,12 @@ async def test_close_reports_unwritten_data(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_transient_classification() -> None:
-    assert is_transient(storage_error(sa_exc.OperationalError("x", {}, Exception("gone"))))
+    assert is_transient(storage_error(ConnectionResetError("gone")))
+    assert is_transient(
+        storage_error(sa_exc.OperationalError("x", {}, Exception("database is locked")))
+    )
     assert not is_transient(storage_error(sa_exc.IntegrityError("x", {}, Exception("dup"))))
+    assert not is_transient(storage_error(sa_exc.DBAPIError("x", {}, Exception("invalid input"))))
     assert not is_transient(StaleWrite("someone else wrote first"))
     assert not is_transient(ValueError("not storage"))
 
@@ -189,7 +191,11 @@ class FlakyCommitStore(FakeStore):
         self.batches.append(list(ops))
         self.state_step += len(zone_ops)
         if self.attempts == 1:
-            raise storage_error(sa_exc.OperationalError("commit", {}, Exception("connection lost")))
+            raise storage_error(
+                sa_exc.OperationalError(
+                    "commit", {}, Exception("connection lost"), connection_invalidated=True
+                )
+            )
 
     async def get_state(self, session_id: str) -> Any:
         return SimpleNamespace(step=self.state_step)
@@ -208,4 +214,52 @@ async def test_a_landed_zone_batch_whose_ack_was_lost_is_not_written_twice() -> 
     await asyncio.wait_for(rec.flush(), 5)
     assert len(store.batches) == 1  # written once; the retry recognised it had landed
     assert rec.stats().dropped == 0 and store.state_step == 1
+    await rec.aclose()
+
+
+class ConflictStore(FakeStore):
+    """Another writer owns session s1's numbering: its zone writes are refused as stale."""
+
+    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
+        if any(isinstance(op, WriteZone) and op.session_id == "s1" for op in ops):
+            raise StaleWrite("Session s1 state is at step 9, not 1")
+        if any(isinstance(op, AddMessage) and "\ud800" in op.content for op in ops):
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        await super().write_batch(ops)
+
+
+async def test_a_session_whose_numbering_was_lost_is_fenced_and_others_go_on() -> None:
+    store = ConflictStore()
+    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec.start()
+    spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="data.ideas")
+    rec.submit(WriteZone("s1", "data", {"n": 1}, spec, expected_step=0))
+    await asyncio.wait_for(rec.flush(), 5)
+    assert rec.is_fenced("s1") and not rec.is_fenced("s2")
+    batches_before = len(store.batches)
+    rec.submit(WriteZone("s1", "data", {"n": 2}, spec, expected_step=9))  # would line up
+    rec.submit(WriteZone("s2", "data", {"n": 1}, spec, expected_step=0))
+    rec.submit(msg(1, "s1"))  # plain messages of a fenced session are still kept
+    await asyncio.wait_for(rec.flush(), 5)
+    written = [op for batch in store.batches[batches_before:] for op in batch]
+    assert [type(op).__name__ for op in written] == ["WriteZone", "AddMessage"]
+    assert written[0].session_id == "s2"
+    assert rec.stats().dropped == 2
+    await rec.aclose()
+
+
+async def test_an_unexpected_error_drops_only_its_write_and_the_writer_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = ConflictStore()
+    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec.start()
+    rec.submit(AddMessage("s2", "user", "bad \ud800 text"))
+    rec.submit(msg(2, "s2"))
+    await asyncio.wait_for(rec.flush(), 5)
+    rec.submit(msg(3, "s2"))
+    await asyncio.wait_for(rec.flush(), 5)
+    assert [op.content for op in store.ops] == ["m2", "m3"]  # type: ignore[union-attr]
+    assert rec.stats().dropped == 1
+    assert "bad" not in caplog.text  # what the user said never reaches the log
     await rec.aclose()

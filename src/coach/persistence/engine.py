@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
-from ..errors import CoachError, StorageError
+from ..errors import CoachError, InvalidWrite, StorageError
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
@@ -197,6 +197,12 @@ async def run_transaction(
             return result
         except CoachError:
             raise
+        except (UnicodeError, ValueError, TypeError) as exc:
+            # Bad content (a lone surrogate, a NUL byte, a value the driver cannot bind):
+            # retrying cannot help, and the message may quote it, so name only the type.
+            raise InvalidWrite(
+                f"{what}: the driver refused a value ({type(exc).__name__})"
+            ) from exc
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
             if attempt < attempts and is_transient(exc, committing=committing):
                 delay = 0.05 * 2 ** (attempt - 1) * (1 + random.random())

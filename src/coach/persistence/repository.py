@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, TypeAlias, TypeVar, cast
+from typing import Any, Final, TypeAlias, TypeVar, cast, overload
 
 from sqlalchemy import ColumnElement, Select, Table, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -188,6 +188,21 @@ def _check_status(status: str, allowed: tuple[str, ...], what: str) -> None:
         raise InvalidWrite(f"Invalid {what} status: {status}. Must be one of {', '.join(allowed)}")
 
 
+@overload
+def clean_text(text: str) -> str: ...
+@overload
+def clean_text(text: None) -> None: ...
+def clean_text(text: str | None) -> str | None:
+    """Text as every database stores it: no NUL bytes, no lone surrogates (U+FFFD instead).
+
+    A local model's stream can split an emoji into halves; such text must still be kept.
+    """
+    if text is None:
+        return None
+    cleaned = text.replace("\x00", "\ufffd")
+    return cleaned.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def _json_object(value: dict[str, Any], zone: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidWrite(f"the {zone} zone must be a JSON object (a dict)")
@@ -260,7 +275,7 @@ class _Batch:
                     "session_id": sid,
                     "phase_id": op.phase_id,
                     "role": op.role,
-                    "content": op.content,
+                    "content": clean_text(op.content),
                     "interrupted": bool(op.interrupted),
                 }
             )
@@ -670,10 +685,10 @@ class Repository:
             phase_id=phase_id,
             phase_name=phase_name,
             status=status,
-            system_prompt=system_prompt,
-            user_input=user_input,
-            output=output,
-            error=error,
+            system_prompt=clean_text(system_prompt),
+            user_input=clean_text(user_input),
+            output=clean_text(output),
+            error=clean_text(error),
             created_at=now,
             updated_at=now,
         )
@@ -763,7 +778,7 @@ class Repository:
                 session_id=session_id,
                 phase_id=phase_id,
                 role=role,
-                content=content,
+                content=clean_text(content),
                 interrupted=bool(interrupted),
                 created_at=self._clock(),
             )

@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import exc as sa_exc
-
 from ..errors import CoachError, StaleWrite, StorageError
+from ..persistence.engine import is_transient as engine_is_transient
 from ..prompts import Phase
 from ..state.zones import DeltaSpec, Zone
 from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
     from ..persistence import Repository
 
 logger = logging.getLogger("coach.recorder")
-
-_PERMANENT = (sa_exc.IntegrityError, sa_exc.DataError, sa_exc.ProgrammingError)
 
 
 @dataclass(frozen=True)
@@ -59,10 +56,24 @@ class RecorderStats:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a storage error may go away by itself (connection lost, database locked)."""
+    """Whether a storage error may go away by itself (connection lost, database locked).
+
+    Only failures the engine knows to be passing count; bad content (a value the
+    database refuses) and conflicts never do. A connection lost during COMMIT does
+    count here — unlike in the engine — because the writer checks whether the batch
+    landed before it writes it again.
+    """
     if isinstance(exc, StaleWrite) or not isinstance(exc, StorageError):
         return False
-    return not isinstance(exc.__cause__, _PERMANENT)
+    cause = exc.__cause__
+    return cause is None or engine_is_transient(cause)
+
+
+def _describe(exc: BaseException) -> dict[str, str]:
+    # Error types only: driver messages can quote what the user said (STYLE: no
+    # transcripts in logs).
+    cause = exc.__cause__
+    return {"error": type(exc).__name__, "cause": type(cause).__name__ if cause else "-"}
 
 
 class Recorder:
@@ -85,6 +96,7 @@ class Recorder:
         self._max_batch = max_batch
         self._commit_interval = commit_interval
         self._urgent = False
+        self._fenced: set[str] = set()
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._stats_interval = stats_interval
@@ -265,7 +277,12 @@ class Recorder:
                 continue
             batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._max_batch))]
             self._inflight_since = batch[0][1]
-            await self._write([op for _, _, op in batch])
+            try:
+                await self._write([op for _, _, op in batch])
+            except Exception:  # never let the writer die: every session depends on it
+                self._errors += 1
+                self._dropped += len(batch)
+                logger.exception("recorder batch failed; dropped")
             self._inflight_since = None
             async with self._progress:
                 self._committed += len(batch)
@@ -275,9 +292,10 @@ class Recorder:
             self._maybe_log_stats()
 
     async def _write(self, ops: list[WriteOp]) -> None:
+        ops = self._without_fenced(ops)
         delay = self._retry_initial
         failed = False
-        while True:
+        while ops:
             try:
                 await self._store.write_batch(ops)
                 self._batches += 1
@@ -297,12 +315,19 @@ class Recorder:
                 if not is_transient(exc):
                     break
                 logger.warning(
-                    "database unavailable; will retry", extra={"error": str(exc), "retry_in": delay}
+                    "database unavailable; will retry", extra={**_describe(exc), "retry_in": delay}
                 )
+            except Exception as exc:  # a bug must not stop recording for every session
+                self._errors += 1
+                logger.error("unexpected error writing a batch", extra=_describe(exc))
+                break
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._retry_max)
         # A permanent error poisons only the op that caused it: write the rest one by one.
         for op in ops:
+            if op.session_id in self._fenced and isinstance(op, AppendSteps | WriteZone):
+                self._drop(op, "session fenced")
+                continue
             try:
                 await self._store.write_batch([op])
                 self._batches += 1
@@ -310,11 +335,44 @@ class Recorder:
                 if is_transient(exc):
                     await self._write([op])
                     continue
-                self._dropped += 1
-                logger.error(
-                    "write rejected; dropped",
-                    extra={"op": type(op).__name__, "session_id": op.session_id, "error": str(exc)},
-                )
+                self._drop(op, type(exc).__name__)
+                if isinstance(op, AppendSteps | WriteZone):
+                    self._fence(op.session_id)
+            except Exception as exc:
+                self._drop(op, type(exc).__name__)
+
+    def _drop(self, op: WriteOp, reason: str) -> None:
+        self._dropped += 1
+        logger.error(
+            "write rejected; dropped",
+            extra={"op": type(op).__name__, "session_id": op.session_id, "reason": reason},
+        )
+
+    def _fence(self, session_id: str) -> None:
+        """Stop writing numbered state for a session whose numbering we lost.
+
+        After a refused memory step or zone write, this process's step counters for the
+        session are wrong (another writer moved on, or a write is missing): writing on
+        would either fail forever or — worse — slip in once the numbers line up again.
+        """
+        if session_id not in self._fenced:
+            self._fenced.add(session_id)
+            logger.error(
+                "session fenced: its state is written elsewhere", extra={"session_id": session_id}
+            )
+
+    def is_fenced(self, session_id: str) -> bool:
+        """Whether this process stopped writing a session's state (see ``_fence``)."""
+        return session_id in self._fenced
+
+    def _without_fenced(self, ops: list[WriteOp]) -> list[WriteOp]:
+        kept: list[WriteOp] = []
+        for op in ops:
+            if op.session_id in self._fenced and isinstance(op, AppendSteps | WriteZone):
+                self._drop(op, "session fenced")
+            else:
+                kept.append(op)
+        return kept
 
     async def _landed(self, ops: Sequence[WriteOp]) -> bool | None:
         """Whether ``ops`` are already stored (None: the database cannot be asked now).
