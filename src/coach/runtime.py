@@ -118,8 +118,8 @@ class Runtime:
         userdata.user_name = userdata.user_name or user.display_name
         try:
             result = await userdata.load_state(found.id)
-        except ResumeError as exc:
-            logger.warning("room session cannot be continued", extra={"error": str(exc)})
+        except (ResumeError, TimeoutError) as exc:
+            logger.warning("room session cannot be continued", extra={"error": type(exc).__name__})
             return self.first_agent(userdata)
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
         chat_ctx = restored_chat_ctx(result, current=llm.ChatContext.empty())

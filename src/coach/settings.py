@@ -6,12 +6,13 @@ LiveKit and OpenAI tooling reads the same values.
 
 from __future__ import annotations
 
+import os
 import secrets
 from functools import cached_property
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
@@ -121,19 +122,28 @@ class Settings(BaseSettings):
 
 
 def _local_secret(path: Path) -> bytes:
-    if path.exists():
-        return path.read_bytes().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_hex(32).encode()
-    path.touch(mode=0o600)
-    path.write_bytes(key)
+    """The embedded database's key, created once — atomically, so that two processes
+    starting together agree on it and none ever reads a half-written file."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_hex(32).encode())
+        try:
+            os.link(tmp, path)  # fails if another process created it first: keep theirs
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    key = path.read_bytes().strip()
+    if len(key) < 16:
+        raise ConfigError(f"{path} does not hold a valid key: delete it to create a new one.")
     return key
 
 
 def load_settings() -> Settings:
     """Read settings from the environment; invalid values become one ConfigError."""
-    from pydantic import ValidationError
-
     try:
         return Settings()
     except ValidationError as exc:

@@ -7,6 +7,7 @@ call) and writes through ``recorder`` (queued, off the voice turn's path).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     from .live_state import LiveState
     from .persistence import Repository, ResumeResult
     from .recording import Recorder
+
+FLUSH_BEFORE_LOAD = 5.0
+"""Seconds a resume waits for this process's queued writes to be stored."""
 
 SessionStatus = Literal["new", "in_progress", "completed", "failed"]
 
@@ -86,19 +90,30 @@ class UserData:
     async def load_state(self, session_id: str) -> ResumeResult:
         """Load a stored session of this user into this object.
 
+        Every read happens before any field changes, so a failure leaves this object as
+        it was and an event recorded meanwhile never sees half a switch.
+
         Raises:
             ResumeError: the session is unknown, not this user's, finished, or has
                 nothing to resume (the message is meant for the user).
+            TimeoutError: this process's queued writes could not be stored in time
+                (the database is unavailable); nothing changed.
         """
         assert self.user_id is not None, "identify the user before loading a session"
         # Writes this process still has queued for the session (a reconnect right after a
         # disconnect) must be stored before its state and step are read back.
-        await self.recorder.flush()
+        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
+            await self.recorder.flush()
         result = await self.store.resume_session(
             session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
         )
         outputs = await self.store.get_phase_outputs(session_id, include_prompts=False)
-        self.session_id = result.session.id
+        stored_steps = await self.store.agent_step_count(session_id)
+        stored_state = await self.store.get_state(session_id)
+
+        self.resumed = result
+        self.stored_steps = stored_steps
+        self.state.attach(session_id, stored_state)
         self.pending_session_id = None
         self.design_challenge = result.session.design_challenge
         self.status = "in_progress"
@@ -106,11 +121,9 @@ class UserData:
             o.phase_id: o.output or "" for o in outputs if o.status == "completed"
         }
         self.current_phase_id = result.next_phase_id
-        self.stored_steps = await self.store.agent_step_count(session_id)
-        self.state.attach(session_id, await self.store.get_state(session_id))
-        if self.room is not None and result.session.room != self.room:
-            self.recorder.session_changed(session_id, room=self.room)
         evaluation = self.state.data.get("evaluation")
         self.evaluation = dict(evaluation) if isinstance(evaluation, dict) else None
-        self.resumed = result
+        self.session_id = result.session.id  # last: the recorder follows this field
+        if self.room is not None and result.session.room != self.room:
+            self.recorder.session_changed(session_id, room=self.room)
         return result

@@ -1,5 +1,6 @@
 """Visits across separate AgentSessions (and a restarted repository) on one database."""
 
+import asyncio
 import logging
 
 import pytest
@@ -167,3 +168,31 @@ async def test_corrupt_memory_steps_fall_back_to_reconstructed_context(
     )
     assert any("reconstructed" in r.getMessage().lower() for r in caplog.records)
     await session.aclose()
+
+
+async def test_resuming_after_the_evaluation_keeps_it_completed(runtime: Runtime) -> None:
+    session_id = await new_session_with_phases(runtime, "eve", phases=4)
+    session, model, result = await resume(runtime, "eve", session_id)  # type: ignore[misc]
+    model.extend(
+        [
+            call("record_evaluation", desirability=4, feasibility=3, viability=4, summary="Good."),
+            say("Scores recorded."),
+        ]
+    )
+    await session.run(user_input="Score it")
+    await session.aclose()  # the user hangs up before finish_session
+
+    session, model, result = await resume(runtime, "eve", session_id)  # type: ignore[misc]
+    result.expect.contains_agent_handoff(new_agent_type=DesignEvaluator)
+    assert session.userdata.evaluation == {
+        "desirability": 4,
+        "feasibility": 3,
+        "viability": 4,
+        "summary": "Good.",
+    }
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+    outputs = {o.phase_id: o.status for o in await runtime.store.get_phase_outputs(session_id)}
+    assert outputs["evaluation"] == "completed"
+    stored = await runtime.store.get_session(session_id)
+    assert stored is not None and stored.completed_phases == 6

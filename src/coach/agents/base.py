@@ -6,7 +6,7 @@ import logging
 from collections.abc import AsyncIterable
 from typing import Any, ClassVar
 
-from livekit.agents import Agent, ModelSettings, llm
+from livekit.agents import Agent, ModelSettings, ToolError, llm
 from pydantic import JsonValue
 
 from ..prompts import AgentKind
@@ -86,6 +86,11 @@ class CoachAgentBase(Agent):
         self, userdata: UserData, data: JSON, change: Change, tool: str, **params: JsonValue
     ) -> None:
         """Write the data zone with a delta naming the tool and its parameters (layer 1)."""
+        if userdata.session_id is not None and userdata.recorder.is_fenced(userdata.session_id):
+            raise ToolError(
+                "This session was changed from another device, so this change cannot be "
+                "saved. Tell the user and suggest reloading the session."
+            )
         userdata.state.write(
             Zone.DATA, data, change, Action(type="tool", tool=tool, params=dict(params))
         )
@@ -136,11 +141,14 @@ class CoachAgentBase(Agent):
             )
             chat_ctx.items = kept
         called_tools = False
-        async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
-            if isinstance(chunk, llm.ChatChunk) and chunk.delta and chunk.delta.tool_calls:
-                called_tools = True
-            if isinstance(chunk, llm.ChatChunk | str):
-                yield chunk
-        if not called_tools:
-            # A reply without tool calls ends the agent's turn: layer 3 may render now.
-            userdata.state.end_agent_turn()
+        try:
+            async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
+                if isinstance(chunk, llm.ChatChunk) and chunk.delta and chunk.delta.tool_calls:
+                    called_tools = True
+                if isinstance(chunk, llm.ChatChunk | str):
+                    yield chunk
+        finally:
+            if not called_tools:
+                # A reply without tool calls ends the agent's turn — also when the user
+                # interrupts it: layer 3 renders what this turn changed.
+                userdata.state.end_agent_turn()

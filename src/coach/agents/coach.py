@@ -136,6 +136,11 @@ class DesignCoach(CoachAgentBase):
             raise ToolError(
                 f"{exc}. Explain this to the user in plain words and offer to start fresh."
             ) from None
+        except TimeoutError:
+            raise ToolError(
+                "Saving is still catching up, so the session cannot be loaded yet. Ask the "
+                "user to say continue again in a moment."
+            ) from None
         logger.info(
             "session resumed",
             extra={"session_id": session_id, "next_phase": result.next_phase_id},

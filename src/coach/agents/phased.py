@@ -54,12 +54,15 @@ class PhasedAgent(CoachAgentBase):
         instructions = self.render_instructions(userdata)
         await self.update_instructions(instructions)
         assert userdata.session_id is not None
-        userdata.recorder.phase_started(
-            userdata.session_id,
-            phase,
-            system_prompt=instructions,
-            user_input=self.phase_input(userdata, phase),
-        )
+        if phase.id not in userdata.completed_phases:
+            # A resumed session whose last phase is done (evaluation recorded, session
+            # not finished) must not see that phase go back to running.
+            userdata.recorder.phase_started(
+                userdata.session_id,
+                phase,
+                system_prompt=instructions,
+                user_input=self.phase_input(userdata, phase),
+            )
         userdata.recorder.session_changed(
             userdata.session_id, current_agent=self.kind, current_phase_id=phase.id
         )

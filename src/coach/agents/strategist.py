@@ -67,9 +67,12 @@ class DesignStrategist(PhasedAgent):
         """
         userdata = context.userdata
         text = _clean(text, "text", MAX_ITEM)
-        data, change = design.add_insight(
-            userdata.state.data, text, phase_id=userdata.current_phase_id
-        )
+        try:
+            data, change = design.add_insight(
+                userdata.state.data, text, phase_id=userdata.current_phase_id
+            )
+        except design.DesignError as exc:
+            raise ToolError(str(exc)) from None
         self.change_data(userdata, data, change, "add_insight", text=text)
         return f"Insight recorded ({len(data['insights'])} so far)."
 
@@ -84,7 +87,10 @@ class DesignStrategist(PhasedAgent):
         userdata = context.userdata
         title = _clean(title, "title", MAX_TITLE)
         description = _clean(description, "description", MAX_ITEM)
-        data, change = design.add_idea(userdata.state.data, title, description)
+        try:
+            data, change = design.add_idea(userdata.state.data, title, description)
+        except design.DesignError as exc:
+            raise ToolError(str(exc)) from None
         self.change_data(userdata, data, change, "add_idea", title=title, description=description)
         return f"Idea recorded with id {data['ideas'][-1]['id']}."
 

@@ -39,10 +39,15 @@ async def entrypoint(ctx: JobContext) -> None:
     ctx.add_shutdown_callback(_flush)
     await ctx.connect()
     participant = await ctx.wait_for_participant()
+    # console runs a fake job whose participant is a stand-in shared by everyone: the
+    # user is identified by the name they say instead (SPEC §3), and no room session
+    # is continued for it.
+    identity = None if ctx.is_fake_job() else participant.identity
     sink = RoomStateSink(ctx.room.local_participant, participant.identity)
     ctx.add_shutdown_callback(sink.aclose)
-    userdata = runtime.new_userdata(identity=participant.identity, sink=sink)
-    userdata.user_name = participant.name or None
+    userdata = runtime.new_userdata(identity=identity, sink=sink)
+    if identity is not None and isinstance(participant.name, str) and participant.name:
+        userdata.user_name = participant.name
     session = runtime.new_session(
         userdata,
         llm=build_llm(settings),
@@ -50,7 +55,11 @@ async def entrypoint(ctx: JobContext) -> None:
         tts=build_tts(settings),
         vad=ctx.proc.userdata["vad"],
     )
-    agent = await runtime.room_agent(userdata, ctx.room.name)
+    agent = (
+        runtime.first_agent(userdata)
+        if identity is None
+        else await runtime.room_agent(userdata, ctx.room.name)
+    )
     await session.start(agent=agent, room=ctx.room)
 
     async def on_focus(data: rtc.RpcInvocationData) -> str:
