@@ -170,3 +170,18 @@ async def test_resume_reads_a_bounded_window(repo: Repository) -> None:
     windows = [s for s in statements if "phase_outputs.user_input" in s]
     assert len(windows) == 1 and "LIMIT" in windows[0].upper()
     assert not any("agent_steps" in s for s in statements)
+
+
+async def test_resume_loads_only_the_newest_memory_steps(repo: Repository) -> None:
+    from livekit.agents import llm
+
+    uid, sid = await _user_session(repo)
+    await _complete(repo, sid, "challenge")
+    items = [llm.ChatMessage(role="user", content=[f"s{i}"]) for i in range(40)]
+    await repo.save_agent_state(sid, items)
+    with _statements(repo) as statements:
+        result = await repo.resume_session(sid, user_id=uid, max_steps=10)
+    assert result.memory == items[-10:]  # signatures still verify: they bind each position
+    steps_reads = [s for s in statements if "agent_steps" in s]
+    assert len(steps_reads) == 1 and "LIMIT" in steps_reads[0].upper()
+    assert (await repo.resume_session(sid, user_id=uid)).memory == items  # under the cap: all

@@ -30,6 +30,18 @@ def restored_chat_ctx(result: ResumeResult, *, current: llm.ChatContext) -> llm.
         earlier: list[llm.ChatItem] = [
             item for item in result.memory if isinstance(item, CHAT_ITEM_TYPES)
         ]
+        # The newest steps may start mid-turn: begin at a user message, so no tool output
+        # arrives without its call.
+        first_user = next(
+            (
+                n
+                for n, i in enumerate(earlier)
+                if isinstance(i, llm.ChatMessage) and i.role == "user"
+            ),
+            len(earlier),
+        )
+        if any(isinstance(i, llm.FunctionCallOutput) for i in earlier[:first_user]):
+            earlier = earlier[first_user:]
     else:
         logger.warning(
             "memory steps unavailable; context reconstructed from phase outputs and conversation",

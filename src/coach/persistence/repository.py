@@ -178,6 +178,9 @@ _STEP_COLUMNS = (
 )
 
 
+DEFAULT_MAX_STEPS: Final = 500
+"""Memory steps a resume loads at most (the newest ones)."""
+
 _SESSION_FIELDS: Final = frozenset(
     {"status", "design_challenge", "current_agent", "current_phase_id", "room"}
 )
@@ -990,7 +993,8 @@ class Repository:
 
     def _decode_all(self, session_id: str, rows: Sequence[_Row]) -> list[object]:
         steps = []
-        for index, row in enumerate(rows):
+        first = rows[0].seq if rows else 0
+        for index, row in enumerate(rows, start=first):
             if row.seq != index:
                 raise CorruptBlob(f"session {session_id}: memory step {index} is missing")
             steps.append(self._codec.decode(session_id, EncodedStep(**row._asdict())))
@@ -1194,6 +1198,7 @@ class Repository:
         user_id: str,
         max_pairs: int = DEFAULT_MAX_PAIRS,
         include_memory: bool = True,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> ResumeResult:
         """Load a session for continuation (SPEC §5).
 
@@ -1205,6 +1210,8 @@ class Repository:
             user_id: Who asks; another user's session is reported as not found.
             max_pairs: How many history pairs to keep.
             include_memory: Also load the stored memory steps into ``memory``.
+            max_steps: At most this many of the newest memory steps are loaded, so
+                resuming costs the same for a long session as for a short one.
 
         Raises:
             SessionNotFound: ``Session {id} not found`` (unknown, or not this user's).
@@ -1277,8 +1284,14 @@ class Repository:
                     )
                 ][::-1]
             steps: Sequence[_Row] = []
-            if include_memory:
-                steps = (await s.execute(self._steps_select(session_id))).all()
+            if include_memory and max_steps > 0:
+                newest = (
+                    select(*_STEP_COLUMNS)
+                    .where(AgentStep.session_id == session_id)
+                    .order_by(AgentStep.seq.desc())
+                    .limit(max_steps)
+                )
+                steps = (await s.execute(newest)).all()[::-1]
             return _Loaded(session, outputs, window, messages, steps)
 
         loaded = await self._read(op, "resume_session")
