@@ -14,8 +14,8 @@ from typing import Any
 from livekit.agents import AgentSession, APIConnectOptions, llm
 from livekit.agents.voice.agent_session import SessionConnectOptions
 
-from .agents import CoachAgentBase, DesignCoach, agent_for
-from .agents.restore import restored_chat_ctx
+from .agents import CoachAgentBase, DesignCoach
+from .agents.restore import resumed_agent
 from .errors import ResumeError
 from .live_state import LiveState, StateSink
 from .persistence import Repository, open_repository
@@ -122,5 +122,4 @@ class Runtime:
             logger.warning("room session cannot be continued", extra={"error": type(exc).__name__})
             return self.first_agent(userdata)
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
-        chat_ctx = restored_chat_ctx(result, current=llm.ChatContext.empty())
-        return agent_for(userdata.next_agent_kind())(userdata, chat_ctx=chat_ctx, resumed=True)
+        return resumed_agent(userdata, result, current=llm.ChatContext.empty())

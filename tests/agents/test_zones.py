@@ -270,13 +270,13 @@ async def test_room_receives_state_messages_in_step_order(runtime: Runtime) -> N
     assert "Trust is low" in template["value"]["markdown"]
 
 
-async def test_reconnecting_to_the_room_continues_its_session(runtime: Runtime) -> None:
-    from coach.agents import DesignCoach, DesignStrategist
-
-    userdata = runtime.new_userdata(identity="rita")
-    agent = await runtime.room_agent(userdata, "room-1")
-    assert isinstance(agent, DesignCoach)
-    model = ScriptedLLM([say("Hi Rita!")])
+async def new_room_session(
+    runtime: Runtime, identity: str, room: str
+) -> tuple[Any, Any, ScriptedLLM]:
+    """A first connection to ``room``: greeted by the coach, challenge captured, handed on."""
+    userdata = runtime.new_userdata(identity=identity)
+    agent = await runtime.room_agent(userdata, room)
+    model = ScriptedLLM([say("Hi!")])
     session = runtime.new_session(userdata, llm=model)
     await (await session.start(agent, capture_run=True))
     model.extend(
@@ -287,6 +287,15 @@ async def test_reconnecting_to_the_room_continues_its_session(runtime: Runtime) 
         ]
     )
     await session.run(user_input=CHALLENGE)
+    return agent, session, model
+
+
+async def test_reconnecting_to_the_room_continues_its_session(runtime: Runtime) -> None:
+    from coach.agents import DesignCoach, DesignStrategist
+
+    agent, session, model = await new_room_session(runtime, "rita", "room-1")
+    assert isinstance(agent, DesignCoach)
+    userdata = session.userdata
     model.extend([call("complete_phase", summary="Empathy done"), say("Next: define.")])
     await session.run(user_input="That's what I saw")
     first = userdata.session_id
@@ -360,19 +369,8 @@ async def test_a_reconnect_before_the_writes_are_stored_still_continues_cleanly(
 ) -> None:
     settings.recorder_commit_interval = 60  # nothing is committed unless someone flushes
     runtime: Runtime = await open_runtime()
-    userdata = runtime.new_userdata(identity="quinn")
-    agent = await runtime.room_agent(userdata, "room-q")
-    model = ScriptedLLM([say("Hi!")])
-    session = runtime.new_session(userdata, llm=model)
-    await (await session.start(agent, capture_run=True))
-    model.extend(
-        [
-            call("capture_design_challenge", challenge=CHALLENGE),
-            call("transfer_to_strategist"),
-            say("Strategist."),
-        ]
-    )
-    await session.run(user_input=CHALLENGE)
+    _, session, model = await new_room_session(runtime, "quinn", "room-q")
+    userdata = session.userdata
     model.extend([call("add_insight", text="Fees confuse people"), say("Noted.")])
     await session.run(user_input="Fees confuse people")
     await session.aclose()

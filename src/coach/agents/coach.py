@@ -13,7 +13,7 @@ from ..persistence import SessionRecord
 from ..state import design
 from ..userdata import UserData
 from .base import CoachAgentBase
-from .restore import restored_chat_ctx
+from .restore import resumed_agent
 
 logger = logging.getLogger("coach.agents")
 
@@ -145,10 +145,7 @@ class DesignCoach(CoachAgentBase):
             "session resumed",
             extra={"session_id": session_id, "next_phase": result.next_phase_id},
         )
-        from .registry import agent_for
-
-        chat_ctx = restored_chat_ctx(result, current=self.chat_ctx)
-        return agent_for(userdata.next_agent_kind())(userdata, chat_ctx=chat_ctx, resumed=True)
+        return resumed_agent(userdata, result, current=self.chat_ctx)
 
     @function_tool
     async def capture_design_challenge(self, context: RunContext[UserData], challenge: str) -> str:

@@ -7,6 +7,9 @@ import logging
 from livekit.agents import llm
 
 from ..persistence import ResumeResult
+from ..userdata import UserData
+from .base import CoachAgentBase
+from .registry import agent_for
 
 logger = logging.getLogger("coach.agents")
 
@@ -63,3 +66,11 @@ def restored_chat_ctx(result: ResumeResult, *, current: llm.ChatContext) -> llm.
         seen.add(item.id)
         items.append(item)
     return llm.ChatContext(items)
+
+
+def resumed_agent(
+    userdata: UserData, result: ResumeResult, *, current: llm.ChatContext
+) -> CoachAgentBase:
+    """The agent that continues a session ``userdata`` just loaded, its context restored."""
+    chat_ctx = restored_chat_ctx(result, current=current)
+    return agent_for(userdata.next_agent_kind())(userdata, chat_ctx=chat_ctx, resumed=True)
