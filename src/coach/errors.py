@@ -18,7 +18,8 @@ Every error coach raises on purpose derives from :class:`CoachError`::
 
 Tools turn these into words for the user (``ToolError``); the CLI turns them into one
 line on stderr and a non-zero exit code. Driver exceptions never leave the persistence
-package unwrapped.
+package unwrapped. Every error pickles to an equal one (the recorder's writer process
+sends them back to the agent's process); the driver ``__cause__`` stays behind.
 """
 
 from __future__ import annotations
@@ -44,9 +45,19 @@ class PromptError(CoachError):
         self.reason = reason
         super().__init__(f"{file}: {key}: {reason}")
 
+    def __reduce__(self) -> tuple[type[PromptError], tuple[str, str, str]]:
+        return (type(self), (self.file, self.key, self.reason))
+
 
 class StorageError(CoachError):
-    """Raised when the database fails; the driver's exception is the ``__cause__``."""
+    """Raised when the database fails; the driver's exception is the ``__cause__``.
+
+    ``transient`` says whether retrying may succeed when that is known without the
+    cause — for an error relayed from the writer process; ``None`` means "judge by the
+    cause".
+    """
+
+    transient: bool | None = None
 
 
 class StaleWrite(StorageError):
@@ -63,6 +74,9 @@ class InvalidRole(CoachError):
     def __init__(self, role: str) -> None:
         self.role = role
         super().__init__(f"Invalid role: {role}. Must be user, assistant, or system")
+
+    def __reduce__(self) -> tuple[type[InvalidRole], tuple[str]]:
+        return (type(self), (self.role,))
 
 
 class InvalidWrite(CoachError, ValueError):
@@ -87,6 +101,11 @@ class ResumeError(CoachError):
     def __init__(self, session_id: str, message: str) -> None:
         self.session_id = session_id
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[ResumeError], tuple[str, ...]]:
+        if type(self) is ResumeError:
+            return (ResumeError, (self.session_id, str(self)))
+        return (type(self), (self.session_id,))
 
 
 class SessionNotFound(ResumeError):

@@ -1,0 +1,63 @@
+"""Every coach error survives pickling: the writer process sends them back to the agent."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from coach import errors
+from coach.errors import (
+    CoachError,
+    ConfigError,
+    CorruptBlob,
+    InvalidRole,
+    InvalidWrite,
+    NothingToResume,
+    PromptError,
+    ResumeError,
+    SessionCompleted,
+    SessionFailed,
+    SessionNotFound,
+    StaleWrite,
+    StorageError,
+)
+
+EXAMPLES: list[CoachError] = [
+    ConfigError("no LLM configured"),
+    PromptError("phases.yaml", "phases[2].owner", "unknown agent"),
+    StorageError("write_batch failed: ConnectionResetError"),
+    StaleWrite("Session s1 has 4 memory steps stored, not 3"),
+    InvalidRole("robot"),
+    InvalidWrite("message content must be a string"),
+    CorruptBlob("session s1: memory step 2 failed its signature"),
+    ResumeError("s1", "Session s1 cannot be resumed"),
+    SessionNotFound("s1"),
+    SessionCompleted("s1"),
+    SessionFailed("s1"),
+    NothingToResume("s1"),
+]
+
+
+def test_the_examples_cover_the_whole_tree() -> None:
+    tree = {
+        cls
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, CoachError)
+    }
+    assert {type(e) for e in EXAMPLES} | {CoachError} == tree
+
+
+@pytest.mark.parametrize("error", EXAMPLES, ids=lambda e: type(e).__name__)
+def test_an_error_pickles_to_an_equal_one(error: CoachError) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error)
+    assert vars(copy) == vars(error)  # session_id, role, file/key/reason
+
+
+def test_a_storage_error_keeps_whether_it_is_transient() -> None:
+    error = StorageError("the writer process exited during a write")
+    assert error.transient is None  # by default: judged by the driver error (__cause__)
+    error.transient = True
+    assert pickle.loads(pickle.dumps(error)).transient is True
