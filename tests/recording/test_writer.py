@@ -175,6 +175,19 @@ def test_transient_classification() -> None:
     assert not is_transient(ValueError("not storage"))
 
 
+def test_an_error_relayed_by_the_writer_process_says_itself_whether_it_is_transient() -> None:
+    # Across the process boundary the driver error (the cause) stays behind.
+    refused = storage_error(ConnectionRefusedError("refused"))
+    refused.transient = False
+    assert not is_transient(refused)
+    duplicate = storage_error(sa_exc.IntegrityError("x", {}, Exception("dup")))
+    duplicate.transient = True
+    assert is_transient(duplicate)
+    stale = StaleWrite("moved on")
+    stale.transient = True  # a conflict is never retried as such
+    assert not is_transient(stale)
+
+
 class FlakyCommitStore(FakeStore):
     """The first commit lands but its acknowledgement is lost; retries see StaleWrite."""
 

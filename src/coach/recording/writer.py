@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import CoachError, StaleWrite, StorageError
 from ..persistence.engine import is_transient as engine_is_transient
@@ -32,7 +32,7 @@ from ..state.zones import DeltaSpec, Zone
 from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
 
 if TYPE_CHECKING:
-    from ..persistence import Repository
+    from ..persistence.records import StateRecord
 
 logger = logging.getLogger("coach.recorder")
 
@@ -55,6 +55,23 @@ class RecorderStats:
     """Transactions committed since start."""
 
 
+class BatchStore(Protocol):
+    """What the recorder writes through: the :class:`~coach.persistence.Repository`
+    itself, or the :class:`~coach.recording.writer_process.WriterProcess` in front of one."""
+
+    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
+        """Apply ``ops`` in one transaction (see ``Repository.write_batch``)."""
+        ...
+
+    async def agent_step_count(self, session_id: str) -> int:
+        """How many memory steps the session has stored."""
+        ...
+
+    async def get_state(self, session_id: str) -> StateRecord:
+        """The session's stored zoned state (its ``step`` numbers zone writes)."""
+        ...
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether a storage error may go away by itself (connection lost, database locked).
 
@@ -65,6 +82,8 @@ def is_transient(exc: BaseException) -> bool:
     """
     if isinstance(exc, StaleWrite) or not isinstance(exc, StorageError):
         return False
+    if exc.transient is not None:
+        return exc.transient
     cause = exc.__cause__
     return cause is None or engine_is_transient(cause)
 
@@ -81,7 +100,7 @@ class Recorder:
 
     def __init__(
         self,
-        store: Repository,
+        store: BatchStore,
         *,
         max_pending: int = 10_000,
         max_batch: int = 100,
