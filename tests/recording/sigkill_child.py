@@ -1,18 +1,20 @@
 """A worker-like child process for ``test_sigkill``: one scripted visit, turn by turn.
 
 Run as ``python -m tests.recording.sigkill_child`` with ``COACH_DATABASE_URL`` and
-``COACH_SECRET_KEY`` set. It opens a :class:`~coach.runtime.Runtime` exactly as the
-worker does and reads one command per line on stdin, answering each with one JSON line
-on stdout:
+``COACH_SECRET_KEY`` set (and ``COACH_RECORDER_PROCESS``). It opens a
+:class:`~coach.runtime.Runtime` exactly as the worker does and reads one command per
+line on stdin, answering each with one JSON line on stdout:
 
 * ``durable`` — speak the next turn of ``TURNS``, then wait until the recorder has
   committed everything queued so far (``flush``): ``{"event": "durable", ...}``.
 * ``open`` — speak the next turn and answer at once: ``{"event": "turn", ...}``. The
   turn's writes are the open commit window.
 * ``in_commit`` — speak the next turn; the first write transaction that inserts rows
-  stops right before its ``COMMIT``, answers ``{"event": "in_commit", ...}`` and hangs.
+  stops right before its ``COMMIT``, answers ``{"event": "in_commit", ...}`` and hangs
+  (writing in-process only: the hook is on this process's engine).
 
-Every answer carries the session id and what the session emitted so far (messages and
+Every answer carries the writer process's pid (if any), the session id and what the
+session emitted so far (messages and
 the ids of the memory-step items), so the parent knows what may be stored.
 """
 
@@ -32,11 +34,12 @@ from coach.settings import Settings
 from .visit import Watcher, run_turn, start_visit
 
 
-def emit(kind: str, watcher: Watcher, turn: int) -> None:
+def emit(kind: str, watcher: Watcher, turn: int, runtime: Runtime) -> None:
     userdata = watcher.userdata
     answer = {
         "event": kind,
         "turn": turn,
+        "writer_pid": runtime.writer.pid if runtime.writer is not None else None,
         "session_id": userdata.session_id,
         "messages": watcher.messages,
         "steps": [item.id for item in watcher.items],
@@ -60,7 +63,7 @@ async def main() -> None:
     @event.listens_for(engine, "commit")
     def _stop_before_commit(conn: Any) -> None:
         if conn.info.pop("coach_test_inserted", False):
-            emit("in_commit", watcher, armed["turn"])
+            emit("in_commit", watcher, armed["turn"], runtime)
             time.sleep(600)  # blocks the event loop mid-transaction until SIGKILL
 
     turn = 0
@@ -71,9 +74,9 @@ async def main() -> None:
         await run_turn(session, model, turn)
         if command == "durable":
             await asyncio.wait_for(runtime.recorder.flush(), 10)
-            emit("durable", watcher, turn)
+            emit("durable", watcher, turn, runtime)
         elif command == "open":
-            emit("turn", watcher, turn)
+            emit("turn", watcher, turn, runtime)
         turn += 1
     await session.aclose()
     await runtime.aclose()
