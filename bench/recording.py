@@ -2,20 +2,25 @@
 
 Run from the repository root::
 
-    python -m bench.recording [--turns 200] [--runs 3] [--db sqlite|postgres|both]
+    python -m bench.recording [--turns 200] [--runs 16] [--db sqlite|postgres|both]
+                              [--writer process|inline|both]
 
 1. A scripted conversation (coach → strategist → evaluator, ``--turns`` user turns)
    runs through ``AgentSession`` with recording ON (the normal ``Runtime``: a
-   ``SessionRecorder`` on the session and the ``Recorder`` writing to the database)
-   and OFF (same agents and database reads, but no ``SessionRecorder`` and a recorder
-   that discards every write), interleaved ``--runs`` times each. Reported: median
-   wall time of the turns and the ratio ON/OFF.
+   ``SessionRecorder`` on the session and the ``Recorder`` writing to the database,
+   through its writer process or — ``--writer inline`` — from the event loop) and OFF
+   (same agents and database reads, but no ``SessionRecorder`` and a recorder that
+   discards every write), in ``--runs`` back-to-back pairs. Reported: the median of
+   the pairs' ON/OFF ratios, of wall time and of the agent process's CPU time (a
+   pair's two runs see the same machine; on a shared machine single runs vary by
+   ±30 %).
 2. During every run a ticker task sleeps 1 ms and records how late it wakes up: the
    event-loop stalls. One more ON run with asyncio debug mode names every callback
    slower than 5 ms, so stalls can be attributed to the recorder or not.
 3. Sustained recorder throughput: ``--messages`` ``AddMessage`` ops (plus one
    ``AppendSteps`` with a real ``ChatMessage`` every 20 messages) over 4 sessions,
-   submitted as fast as back-pressure allows, timed until flushed.
+   submitted as fast as back-pressure allows, timed until flushed (through the
+   writer process).
 
 The results are printed as markdown and written into ``docs/benchmarks.md`` (between
 markers; text outside them is kept).
@@ -47,8 +52,10 @@ from livekit.agents import AgentSession, llm
 from sqlalchemy.engine import make_url
 from tests.fakes import Reply, ScriptedLLM, call, say
 
-from coach.persistence import open_repository, upgrade
+from coach.live_state import LiveState
+from coach.persistence import DEFAULT_PHASE_IDS, open_repository, upgrade
 from coach.recording import Recorder, WriteOp
+from coach.recording.writer_process import WriterConfig, WriterProcess
 from coach.runtime import Runtime
 from coach.settings import Settings
 
@@ -291,6 +298,8 @@ class LatentLLM(ScriptedLLM):
 class Run:
     recording: bool
     seconds: float
+    cpu_seconds: float
+    """CPU time of the agent's process (all its threads; not a writer process)."""
     flush_seconds: float
     meter: StallMeter
     writes: int
@@ -306,16 +315,18 @@ async def converse(runtime: Runtime, turns: int, *, recording: bool, delay: floa
     userdata = runtime.new_userdata()
     if recording:
         session = runtime.new_session(userdata, llm=model)
-    else:
+    else:  # nothing reaches the database: no messages, steps, phase outputs nor zones
         userdata.recorder = DiscardingRecorder(runtime.store)
+        userdata.state = LiveState(userdata.recorder)
         session = AgentSession(userdata=userdata, llm=model)
     before = runtime.recorder.stats()
     async with StallMeter() as meter:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         await (await session.start(runtime.first_agent(userdata), capture_run=True))
         for user_input, _ in script:
             await session.run(user_input=user_input)
         seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
         await session.aclose()
         flush_start = time.perf_counter()
         await asyncio.wait_for(runtime.recorder.flush(), 30)
@@ -328,23 +339,32 @@ async def converse(runtime: Runtime, turns: int, *, recording: bool, delay: floa
             raise RuntimeError(f"only {len(stored)} messages stored for {turns} turns")
     after = runtime.recorder.stats()
     writes, commits = after.written - before.written, after.batches - before.batches
-    return Run(recording, seconds, flush_seconds if recording else 0.0, meter, writes, commits)
+    flushed = flush_seconds if recording else 0.0
+    return Run(recording, seconds, cpu, flushed, meter, writes, commits)
 
 
 @dataclass(frozen=True)
 class ConversationResult:
     db: str
+    writer: str
     turns: int
     on: list[Run]
     off: list[Run]
+    """Run ``n`` of each mode ran back to back: they form pair ``n``."""
     debug_slow: list[tuple[str, float]]
 
     def median(self, recording: bool) -> float:
         return statistics.median(r.seconds for r in (self.on if recording else self.off))
 
+    def pair_ratios(self, *, cpu: bool = False) -> list[float]:
+        """ON/OFF of each back-to-back pair: the machine's drift cancels within a pair."""
+        if cpu:
+            return [a.cpu_seconds / b.cpu_seconds for a, b in zip(self.on, self.off, strict=True)]
+        return [a.seconds / b.seconds for a, b in zip(self.on, self.off, strict=True)]
+
     @property
     def ratio(self) -> float:
-        return self.median(True) / self.median(False)
+        return statistics.median(self.pair_ratios())
 
     def stalls(self, recording: bool, *, gc: bool = True) -> Stalls:
         runs = self.on if recording else self.off
@@ -355,11 +375,14 @@ class ConversationResult:
         return max((e - s for r in runs for s, e in r.meter.gc_pauses), default=0.0) * 1000
 
 
-async def compare(url: str, db: str, turns: int, runs: int, delay: float) -> ConversationResult:
+async def compare(
+    url: str, db: str, writer: str, turns: int, runs: int, delay: float
+) -> ConversationResult:
     settings = Settings(
         database_url=url,
         secret_key=SECRET,  # type: ignore[arg-type]
         llm_base_url="http://127.0.0.1:9/v1",
+        recorder_process=writer == "process",
         _env_file=None,  # type: ignore[call-arg]
     )
     runtime = await Runtime.open(settings)
@@ -372,10 +395,14 @@ async def compare(url: str, db: str, turns: int, runs: int, delay: float) -> Con
                 run = await converse(runtime, turns, recording=recording, delay=delay)
                 done[recording].append(run)
                 mode = "on " if recording else "off"
-                print(f"  {db} run {n + 1} recording {mode} {run.seconds:.2f} s", file=sys.stderr)
+                print(
+                    f"  {db}/{writer} run {n + 1} recording {mode} {run.seconds:.2f} s "
+                    f"(cpu {run.cpu_seconds:.2f} s)",
+                    file=sys.stderr,
+                )
         with slow_callbacks(asyncio.get_running_loop()) as slow:
             await converse(runtime, turns, recording=True, delay=delay)
-        return ConversationResult(db, turns, done[True], done[False], list(slow))
+        return ConversationResult(db, writer, turns, done[True], done[False], list(slow))
     finally:
         await runtime.aclose()
 
@@ -405,7 +432,9 @@ async def throughput(url: str, db: str, messages: int, sessions: int = 4) -> Thr
         ids = [(await store.create_session(user.id, f"Throughput {n}")).id for n in range(sessions)]
         rng = random.Random(3)
         texts = [prose(rng, 200, 600) for _ in range(64)]
-        recorder = Recorder(store)
+        writer = WriterProcess(WriterConfig(url, SECRET.encode(), DEFAULT_PHASE_IDS))
+        await writer.write_batch([])  # started: time the writing, not the child's imports
+        recorder = Recorder(writer)
         recorder.start()
         next_step = dict.fromkeys(ids, 0)
         async with StallMeter() as meter:
@@ -424,6 +453,7 @@ async def throughput(url: str, db: str, messages: int, sessions: int = 4) -> Thr
             seconds = time.perf_counter() - start
         stats = recorder.stats()
         await recorder.aclose()
+        await writer.aclose()
         stored = sum([len(await store.get_session_conversation(sid)) for sid in ids])
         steps = sum([await store.agent_step_count(sid) for sid in ids])
         if stats.errors or stored != messages or steps != sum(next_step.values()):
@@ -449,47 +479,61 @@ async def machine(dbs: list[str]) -> str:
     return ", ".join(parts)
 
 
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.3f}–{max(values):.3f}"
+
+
 def conversation_table(results: list[ConversationResult]) -> list[str]:
     first = results[0]
     lines = [
         f"### Scripted conversation: {first.turns} turns, {len(first.on)} runs of each mode, "
         "interleaved",
         "",
-        "Loop stalls are `max / p99 / ticks over 5 ms` of a 1 ms ticker, over all runs of a "
-        "mode; the second column leaves out ticks that contain a full (gen-2) GC.",
+        "Writer `process`: the recorder writes through its child process (the default); "
+        "`inline`: from the agent's event loop (`COACH_RECORDER_PROCESS=false`). CPU is the "
+        "agent process's (all its threads, not the writer process). Loop stalls are "
+        "`max / p99 / ticks over 5 ms` of a 1 ms ticker, over all runs of a mode; the "
+        "second column leaves out ticks that contain a full (gen-2) GC.",
         "",
-        "| DB | recording | median wall (s) | runs (s) | flush after close (s) "
-        "| writes / commits | stalls, all (ms) | stalls, no full GC (ms) | longest full GC (ms) |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+        "| DB | writer | recording | median wall (s) | median CPU (s) | runs (s) "
+        "| flush after close (s) | writes / commits | stalls, all (ms) "
+        "| stalls, no full GC (ms) | longest full GC (ms) |",
+        "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for c in results:
         for recording, runs in ((False, c.off), (True, c.on)):
             walls = ", ".join(f"{r.seconds:.2f}" for r in runs)
+            cpu = statistics.median(r.cpu_seconds for r in runs)
             flush = f"{max(r.flush_seconds for r in runs):.3f}" if recording else "–"
             writes = f"{runs[0].writes} / {runs[0].commits}" if recording else "–"
             lines.append(
-                f"| {c.db} | {'ON' if recording else 'OFF'} | {c.median(recording):.2f} "
-                f"| {walls} | {flush} | {writes} | {c.stalls(recording)} "
-                f"| {c.stalls(recording, gc=False)} | {c.gc_max_ms(recording):.0f} |"
+                f"| {c.db} | {c.writer} | {'ON' if recording else 'OFF'} "
+                f"| {c.median(recording):.2f} | {cpu:.2f} | {walls} | {flush} | {writes} "
+                f"| {c.stalls(recording)} | {c.stalls(recording, gc=False)} "
+                f"| {c.gc_max_ms(recording):.0f} |"
             )
     lines += [
         "",
-        "| DB | ratio ON/OFF (goal ≤ 1.05) | ratio incl. flush to durable "
-        "| recording cost per turn (ms) "
-        "| stall max ON − OFF, no full GC (ms) "
+        "Ratios are medians over the back-to-back pairs (range in brackets).",
+        "",
+        "| DB | writer | wall ratio ON/OFF (goal ≤ 1.05) | CPU ratio ON/OFF "
+        "| ratio incl. flush to durable | stall max ON − OFF, no full GC (ms) "
         "| callbacks > 5 ms in a debug run: recorder / other |",
-        "|---|---|---:|---:|---:|---|",
+        "|---|---|---|---|---:|---:|---|",
     ]
     for c in results:
-        per_turn = (c.median(True) - c.median(False)) / c.turns * 1000
+        walls, cpus = c.pair_ratios(), c.pair_ratios(cpu=True)
         ours = [s for h, s in c.debug_slow if is_recording(h)]
         worst = f" (worst {max(ours) * 1000:.0f} ms)" if ours else ""
         other = len(c.debug_slow) - len(ours)
         stall = c.stalls(True, gc=False).max_ms - c.stalls(False, gc=False).max_ms
         verdict = "met" if c.ratio <= RATIO_GOAL else "**not met**"
-        durable = statistics.median(r.seconds + r.flush_seconds for r in c.on) / c.median(False)
+        durable = statistics.median(
+            (a.seconds + a.flush_seconds) / b.seconds for a, b in zip(c.on, c.off, strict=True)
+        )
         lines.append(
-            f"| {c.db} | {c.ratio:.3f} {verdict} | {durable:.3f} | {per_turn:.2f} | {stall:+.1f} "
+            f"| {c.db} | {c.writer} | {c.ratio:.3f} {verdict} ({_spread(walls)}) "
+            f"| {statistics.median(cpus):.3f} ({_spread(cpus)}) | {durable:.3f} | {stall:+.1f} "
             f"| {len(ours)}{worst} / {other} |"
         )
     return lines
@@ -537,10 +581,13 @@ def write_docs(section: str) -> None:
 async def main(args: argparse.Namespace) -> None:
     dbs = ["sqlite", "postgres"] if args.db == "both" else [args.db]
     conversations, rates = [], []
+    writers = ["process", "inline"] if args.writer == "both" else [args.writer]
     for db in dbs:
         async with database(db) as url:
             delay = args.llm_delay_ms / 1000
-            conversations.append(await compare(url, db, args.turns, args.runs, delay))
+            for writer in writers:
+                result = await compare(url, db, writer, args.turns, args.runs, delay)
+                conversations.append(result)
             if args.messages:
                 rates.append(await throughput(url, db, args.messages))
     command = " ".join(["python -m bench.recording", *sys.argv[1:]])
@@ -553,7 +600,13 @@ async def main(args: argparse.Namespace) -> None:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.recording", description=__doc__)
     parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=3, help="runs of each mode")
+    parser.add_argument("--runs", type=int, default=16, help="runs of each mode")
+    parser.add_argument(
+        "--writer",
+        choices=["process", "inline", "both"],
+        default="both",
+        help="where the recorder writes from (process: the default writer process)",
+    )
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--messages", type=int, default=20_000, help="0 skips throughput")
     parser.add_argument("--llm-delay-ms", type=float, default=0.0, help="model latency per reply")
