@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
+import types
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -109,6 +111,29 @@ async def test_errors_come_back_as_coach_errors_and_change_nothing(
     await writer.write_batch([AddMessage(sid, "user", "still here")])
     assert [m.content for m in await repo.get_session_conversation(sid)] == ["still here"]
     assert writer.pid == pid  # one child served all of it
+
+
+async def test_a_write_only_this_process_can_read_is_refused_and_the_child_goes_on(
+    writer: WriterProcess, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await new_session(repo)
+    await writer.write_batch([AddMessage(sid, "user", "one")])
+    pid = writer.pid
+    local = types.ModuleType("coach_parent_only")  # importable here, not in the child
+
+    class Note:
+        pass
+
+    Note.__module__, Note.__qualname__ = local.__name__, "Note"
+    local.Note = Note  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, local.__name__, local)
+
+    with pytest.raises(InvalidWrite, match="cannot read a write"):
+        await writer.write_batch([AppendSteps(sid, 0, (Note(),))])
+    await writer.write_batch([AddMessage(sid, "user", "two")])
+    assert writer.pid == pid
+    assert [m.content for m in await repo.get_session_conversation(sid)] == ["one", "two"]
+    assert await repo.agent_step_count(sid) == 0
 
 
 async def test_a_dead_child_is_replaced_by_the_next_call(

@@ -114,7 +114,8 @@ class WriterProcess:
     async def _boot(self) -> None:
         try:
             async with self._lock:
-                await self._ensure_child()
+                if not self._closed:  # closed before the boot ran: start nothing
+                    await self._ensure_child()
         except CoachError as exc:  # the first call will try again, and raise
             logger.warning("writer process did not start", extra={"error": str(exc)})
 
@@ -283,7 +284,11 @@ def _error_reply(exc: CoachError) -> bytes:
 
 
 async def _answer(store: Repository, request: bytes) -> bytes:
-    method, args = pickle.loads(request)  # from our own parent
+    try:
+        method, args = pickle.loads(request)  # from our own parent
+    except Exception as exc:  # e.g. a class this process cannot import: refuse, go on
+        name = type(exc).__name__
+        return _error_reply(InvalidWrite(f"the writer process cannot read a write ({name})"))
     if method not in CALLS:
         return _error_reply(InvalidWrite(f"the writer process does not run {method!r}"))
     try:
