@@ -36,7 +36,7 @@ import struct
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Final
 
@@ -62,8 +62,8 @@ _PROTOCOL: Final = pickle.HIGHEST_PROTOCOL
 class WriterConfig:
     """What the child needs to open its own repository (sent over the pipe, not argv)."""
 
-    database_url: str
-    secret: bytes
+    database_url: str = field(repr=False)  # may carry a password
+    secret: bytes = field(repr=False)
     phase_ids: tuple[str, ...]
     pool_size: int = 2
     max_overflow: int = 0
