@@ -4,12 +4,12 @@ import asyncio
 
 import pytest
 from livekit.agents import llm
-from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 
 from coach.runtime import Runtime
 from coach.settings import Settings
-from tests.agents.helpers import CHALLENGE
-from tests.fakes import ScriptedLLM, call, say
+from tests.fakes import ScriptedLLM, say
+
+from .visit import CHALLENGE, GREETING, TURNS, Watcher, run_turn
 
 
 @pytest.fixture(params=["process", "inline"])
@@ -19,58 +19,13 @@ def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
 
 
 async def test_every_step_of_a_full_conversation_is_stored(runtime: Runtime) -> None:
-    model = ScriptedLLM([say("Hi! Who are you?")])
+    model = ScriptedLLM([say(GREETING)])
     userdata = runtime.new_userdata()
     session = runtime.new_session(userdata, llm=model)
-    seen: list[llm.ChatItem] = []  # what the session emitted, in order
-
-    def on_item(ev: ConversationItemAddedEvent) -> None:
-        if isinstance(ev.item, llm.ChatMessage | llm.AgentHandoff):
-            seen.append(ev.item)
-
-    def on_tools(ev: FunctionToolsExecutedEvent) -> None:
-        for c, o in zip(ev.function_calls, ev.function_call_outputs, strict=True):
-            seen.extend([c, o])
-
-    session.on("conversation_item_added", on_item)
-    session.on("function_tools_executed", on_tools)
+    seen = Watcher(userdata).attach(session).items  # what the session emitted, in order
     await (await session.start(runtime.first_agent(userdata), capture_run=True))
-
-    turns = [
-        ("I'm Ada", [call("identify_user", name="Ada"), say("Hi Ada! What shall we design?")]),
-        (
-            CHALLENGE,
-            [
-                call("capture_design_challenge", challenge=CHALLENGE),
-                call("transfer_to_strategist"),
-                say("Strategist here. Who struggles?"),
-            ],
-        ),
-    ]
-    for phase in ("empathize", "define", "ideate", "strategy"):
-        turns.append((f"notes on {phase}", [say(f"Tell me more about {phase}.")]))
-        turns.append(
-            (
-                f"done with {phase}",
-                [call("complete_phase", summary=f"{phase} decided"), say(f"{phase} recorded.")],
-            )
-        )
-    turns += [
-        ("evaluate please", [call("transfer_to_evaluator"), say("Evaluator here.")]),
-        (
-            "score it",
-            [
-                call(
-                    "record_evaluation", desirability=4, feasibility=4, viability=3, summary="Good."
-                ),
-                say("Scores are in."),
-            ],
-        ),
-        ("bye", [call("finish_session"), say("Goodbye!")]),
-    ]
-    for text, replies in turns:
-        model.extend(replies)
-        await session.run(user_input=text)
+    for turn in range(len(TURNS)):
+        await run_turn(session, model, turn)
     userdata = session.userdata
     session_id = userdata.session_id
     assert session_id is not None
@@ -96,7 +51,7 @@ async def test_every_step_of_a_full_conversation_is_stored(runtime: Runtime) -> 
     ]
     assert [(m.role, m.content) for m in conversation] == expected
     by_text = {m.content: m.phase_id for m in conversation}
-    assert by_text["Hi! Who are you?"] is None  # before any phase was active
+    assert by_text[GREETING] is None  # before any phase was active
     assert by_text["notes on define"] == "define"
     assert by_text["define recorded."] == "ideate"  # said after define was completed
     assert by_text["score it"] == "evaluation"
