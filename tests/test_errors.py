@@ -57,7 +57,7 @@ def test_an_error_pickles_to_an_equal_one(error: CoachError) -> None:
 
 
 def test_a_storage_error_keeps_whether_it_is_transient() -> None:
-    error = StorageError("the writer process exited during a write")
-    assert error.transient is None  # by default: judged by the driver error (__cause__)
+    error = StorageError("the connection was lost")
+    assert error.transient is False  # by default: a failure that does not pass by itself
     error.transient = True
     assert pickle.loads(pickle.dumps(error)).transient is True

@@ -18,8 +18,7 @@ Every error coach raises on purpose derives from :class:`CoachError`::
 
 Tools turn these into words for the user (``ToolError``); the CLI turns them into one
 line on stderr and a non-zero exit code. Driver exceptions never leave the persistence
-package unwrapped. Every error pickles to an equal one (the recorder's writer process
-sends them back to the agent's process); the driver ``__cause__`` stays behind.
+package unwrapped. Every error pickles to an equal one.
 """
 
 from __future__ import annotations
@@ -52,12 +51,12 @@ class PromptError(CoachError):
 class StorageError(CoachError):
     """Raised when the database fails; the driver's exception is the ``__cause__``.
 
-    ``transient`` says whether retrying may succeed when that is known without the
-    cause — for an error relayed from the writer process; ``None`` means "judge by the
-    cause".
+    ``transient`` says whether the failure may pass by itself (a lost connection, a
+    locked database), as judged where the driver error was caught; a conflict or
+    refused content never does.
     """
 
-    transient: bool | None = None
+    transient: bool = False
 
 
 class StaleWrite(StorageError):

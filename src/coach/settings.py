@@ -72,10 +72,6 @@ class Settings(BaseSettings):
     recorder_commit_interval: float = Field(default=0.05, ge=0)
     """Group-commit window in seconds: writes queued within it share one transaction."""
     recorder_shutdown_timeout: float = Field(default=10.0, gt=0)
-    recorder_process: bool = True
-    """Run the recorder's database work in a child process (off the voice turn's CPU);
-    false writes from the agent's own event loop. An in-memory SQLite database is
-    always written in-process."""
 
     log_level: str = "INFO"
 

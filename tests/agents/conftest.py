@@ -11,19 +11,12 @@ RuntimeFactory = Callable[[], Awaitable[Runtime]]
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    """Settings on a migrated database (SQLite file and PostgreSQL).
-
-    The recorder writes in-process here, so that each runtime does not start a Python
-    process; the writer process (the production default) runs in
-    ``tests/recording/test_writer_process.py``, in the ``process`` variants of the
-    recording tests and in the CLI tests.
-    """
+    """Settings on a migrated database (SQLite file and PostgreSQL)."""
     return Settings(
         database_url=database_url,
         secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=5,
-        recorder_process=False,
     )
 
 

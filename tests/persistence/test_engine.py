@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from coach.errors import StorageError
 from coach.persistence import Repository, create_engine, open_repository
-from coach.persistence.engine import is_transient, run_transaction, sessionmakers
+from coach.persistence.engine import is_transient, run_transaction, write_engine
 from coach.state import DeltaSpec
 
 
@@ -40,7 +40,9 @@ async def test_writes_lock_what_orders_them(repo: Repository) -> None:
         assert seen.count("BEGIN IMMEDIATE") == 1  # the write
         assert seen.count("BEGIN") == 1  # the read stays deferred
     else:
-        assert any("FROM SESSION_STATE" in s and "FOR NO KEY UPDATE" in s for s in seen)
+        # The state row orders writers: the write moves its step with an UPDATE, which
+        # holds the row lock until COMMIT.
+        assert any(s.startswith("UPDATE SESSION_STATE SET STEP=") for s in seen)
 
 
 def test_transient_errors() -> None:
@@ -53,15 +55,15 @@ def test_transient_errors() -> None:
 
 async def test_transient_failures_are_retried(sqlite_url: str) -> None:
     engine = create_engine(sqlite_url)
-    _, write = sessionmakers(engine)
+    write = write_engine(engine)
     calls = 0
 
-    async def op(s: AsyncSession) -> int:
+    async def op(conn: AsyncConnection) -> int:
         nonlocal calls
         calls += 1
         if calls < 3:
             raise _locked()
-        return int((await s.execute(text("SELECT 7"))).scalar_one())
+        return int((await conn.execute(text("SELECT 7"))).scalar_one())
 
     try:
         assert await run_transaction(write, op) == 7
@@ -70,6 +72,7 @@ async def test_transient_failures_are_retried(sqlite_url: str) -> None:
         with pytest.raises(StorageError, match="database is locked") as caught:
             await run_transaction(write, op, attempts=2)
         assert isinstance(caught.value.__cause__, OperationalError)
+        assert caught.value.transient  # a locked database passes by itself
         assert calls == -8
     finally:
         await engine.dispose()

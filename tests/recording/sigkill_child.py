@@ -1,7 +1,7 @@
 """A worker-like child process for ``test_sigkill``: one scripted visit, turn by turn.
 
 Run as ``python -m tests.recording.sigkill_child`` with ``COACH_DATABASE_URL`` and
-``COACH_SECRET_KEY`` set (and ``COACH_RECORDER_PROCESS``). It opens a
+``COACH_SECRET_KEY`` set. It opens a
 :class:`~coach.runtime.Runtime` exactly as the worker does and reads one command per
 line on stdin, answering each with one JSON line on stdout:
 
@@ -11,10 +11,9 @@ line on stdin, answering each with one JSON line on stdout:
   turn's writes are the open commit window.
 * ``in_commit`` — speak the next turn; the first write transaction that inserts rows
   stops right before its ``COMMIT``, answers ``{"event": "in_commit", ...}`` and hangs
-  (writing in-process only: the hook is on this process's engine).
+  (the hook is on this process's engine).
 
-Every answer carries the writer process's pid (if any), the session id and what the
-session emitted so far (messages and
+Every answer carries the session id and what the session emitted so far (messages and
 the ids of the memory-step items), so the parent knows what may be stored.
 """
 
@@ -39,7 +38,6 @@ def emit(kind: str, watcher: Watcher, turn: int, runtime: Runtime) -> None:
     answer = {
         "event": kind,
         "turn": turn,
-        "writer_pid": runtime.writer.pid if runtime.writer is not None else None,
         "session_id": userdata.session_id,
         "messages": watcher.messages,
         "steps": [item.id for item in watcher.items],

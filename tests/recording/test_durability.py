@@ -26,7 +26,6 @@ from sqlalchemy.engine import make_url
 from coach.persistence import Repository, create_engine, open_repository
 from coach.prompts import load_prompts
 from coach.recording import Recorder, RecorderStats
-from coach.recording.writer_process import WriterConfig, WriterProcess
 from coach.runtime import Runtime
 from coach.settings import Settings
 from tests.conftest import MEMORY_SECRET
@@ -112,20 +111,17 @@ async def outage(database_url: str) -> AsyncIterator[Outage]:
     await proxy.aclose()
 
 
-async def open_runtime(url: str, writer: str) -> Runtime:
+async def open_runtime(url: str) -> Runtime:
     """``Runtime.open``, except that a SQLite writer waits 0.25 s (not 15 s) for the lock.
 
     With the production busy timeout a locked file shows as a stalled writer for a
     minute before the first error; the short one makes the outage visible in seconds.
-    ``writer``: ``process`` (the recorder writes through its child process) or
-    ``inline``.
     """
     settings = Settings(
         database_url=url,
         secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=10,
-        recorder_process=writer == "process",
     )
     prompts = load_prompts(settings.prompts_dir)
     store = Repository(
@@ -133,15 +129,9 @@ async def open_runtime(url: str, writer: str) -> Runtime:
         secret=settings.memory_secret,
         phase_ids=prompts.manifest.ids,
     )
-    child = None
-    if settings.recorder_process:
-        config = WriterConfig(
-            url, settings.memory_secret, prompts.manifest.ids, busy_timeout_ms=250
-        )
-        child = WriterProcess(config)
-    recorder = Recorder(child or store, shutdown_timeout=settings.recorder_shutdown_timeout)
+    recorder = Recorder(store, shutdown_timeout=settings.recorder_shutdown_timeout)
     recorder.start()
-    return Runtime(settings, prompts, store, recorder, writer=child)
+    return Runtime(settings, prompts, store, recorder)
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -190,11 +180,10 @@ async def assert_visit_stored(store: Repository, runtime: Runtime, watcher: Watc
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("writer", ["process", "inline"])
 async def test_conversation_goes_on_while_the_database_is_down_and_nothing_is_lost(
-    outage: Outage, writer: str
+    outage: Outage,
 ) -> None:
-    runtime = await open_runtime(outage.url, writer)
+    runtime = await open_runtime(outage.url)
     reader = await open_repository(outage.direct_url, secret=MEMORY_SECRET)
     try:
         recorder = runtime.recorder

@@ -2,20 +2,12 @@
 
 import asyncio
 
-import pytest
 from livekit.agents import llm
 
 from coach.runtime import Runtime
-from coach.settings import Settings
 from tests.fakes import ScriptedLLM, say
 
 from .visit import CHALLENGE, GREETING, TURNS, Watcher, run_turn
-
-
-@pytest.fixture(params=["process", "inline"])
-def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
-    """Both writers: the recorder's child process (the default) and in-process."""
-    return settings.model_copy(update={"recorder_process": request.param == "process"})
 
 
 async def test_every_step_of_a_full_conversation_is_stored(runtime: Runtime) -> None:
@@ -81,4 +73,3 @@ async def test_every_step_of_a_full_conversation_is_stored(runtime: Runtime) -> 
     assert restored.to_dict(exclude_timestamp=False) == original.to_dict(exclude_timestamp=False)
     assert await store.agent_step_count(session_id) == len(seen)
     assert runtime.recorder.stats().dropped == 0
-    assert (runtime.writer is not None) is runtime.settings.recorder_process

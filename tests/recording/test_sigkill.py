@@ -41,7 +41,6 @@ from coach.settings import Settings
 from tests.conftest import MEMORY_SECRET
 from tests.fakes import call, say
 
-from .processes import wait_until_dead
 from .visit import TURNS, start_visit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +71,7 @@ class Child:
 
 
 @pytest.fixture
-async def child(database_url: str, writer: str, tmp_path: Path) -> AsyncIterator[Child]:
+async def child(database_url: str, tmp_path: Path) -> AsyncIterator[Child]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COACH_", "OPENAI_"))}
     env.update(
         HOME=str(tmp_path),
@@ -80,7 +79,6 @@ async def child(database_url: str, writer: str, tmp_path: Path) -> AsyncIterator
         COACH_DATABASE_URL=database_url,
         COACH_SECRET_KEY=MEMORY_SECRET.decode(),
         COACH_LLM_BASE_URL="http://127.0.0.1:9/v1",
-        COACH_RECORDER_PROCESS=str(writer == "process").lower(),
         PYTHONUNBUFFERED="1",
     )
     stderr = tmp_path / "child.stderr"
@@ -129,11 +127,9 @@ async def assert_whole_steps(store: Repository, session_id: str) -> list[Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("writer", "moment"), [("inline", "open"), ("inline", "in_commit"), ("process", "open")]
-)
+@pytest.mark.parametrize("moment", ["open", "in_commit"])
 async def test_sigkill_mid_conversation_loses_at_most_the_last_commit_window(
-    child: Child, database_url: str, writer: str, moment: str
+    child: Child, database_url: str, moment: str
 ) -> None:
     for turn in range(KILLED_TURN):
         acked = await child.ask("durable")
@@ -142,9 +138,6 @@ async def test_sigkill_mid_conversation_loses_at_most_the_last_commit_window(
     assert killed["event"] == ("turn" if moment == "open" else "in_commit")
     assert killed["turn"] == KILLED_TURN
     await child.sigkill()
-    if writer == "process":  # the orphaned writer finishes what it was handed and exits
-        assert killed["writer_pid"] is not None
-        await wait_until_dead(killed["writer_pid"])
 
     session_id = acked["session_id"]
     assert session_id and killed["session_id"] == session_id

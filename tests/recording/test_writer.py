@@ -9,15 +9,18 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from coach.errors import StaleWrite, StorageError
+from coach.persistence.engine import is_transient as engine_is_transient
 from coach.recording import AddMessage, Recorder, UpdateSession, WriteOp, WriteZone
 from coach.recording.writer import is_transient
 from coach.state.zones import DeltaSpec
 
 
 def storage_error(cause: Exception) -> StorageError:
+    """What the repository raises for ``cause``: judged transient as the engine judges it."""
     try:
         raise StorageError("db failed") from cause
     except StorageError as err:
+        err.transient = engine_is_transient(cause)
         return err
 
 
@@ -175,14 +178,10 @@ def test_transient_classification() -> None:
     assert not is_transient(ValueError("not storage"))
 
 
-def test_an_error_relayed_by_the_writer_process_says_itself_whether_it_is_transient() -> None:
-    # Across the process boundary the driver error (the cause) stays behind.
+def test_the_recorder_trusts_the_stores_verdict_but_never_retries_a_conflict() -> None:
     refused = storage_error(ConnectionRefusedError("refused"))
     refused.transient = False
     assert not is_transient(refused)
-    duplicate = storage_error(sa_exc.IntegrityError("x", {}, Exception("dup")))
-    duplicate.transient = True
-    assert is_transient(duplicate)
     stale = StaleWrite("moved on")
     stale.transient = True  # a conflict is never retried as such
     assert not is_transient(stale)

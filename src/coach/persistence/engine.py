@@ -8,9 +8,10 @@
 * **PostgreSQL** (``postgresql+asyncpg``): a pool of ``pool_size`` + ``max_overflow``
   connections with ``pool_pre_ping``; writers lock the rows that order them
   (``SELECT ... FOR NO KEY UPDATE``) inside the transaction.
-* :func:`run_transaction` runs one unit of work in one ``AsyncSession`` and one
-  transaction, retries transient failures a bounded number of times and wraps every
-  driver error in :class:`~coach.errors.StorageError`.
+* :func:`run_transaction` runs one unit of work on one connection in one transaction
+  (SQLAlchemy Core: no ORM session, no identity map), retries transient failures a
+  bounded number of times and wraps every driver error in
+  :class:`~coach.errors.StorageError`, saying whether it may pass by itself.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Final, TypeVar
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
 from ..errors import CoachError, InvalidWrite, StorageError
@@ -36,7 +37,6 @@ __all__ = [
     "is_transient",
     "normalize_url",
     "run_transaction",
-    "sessionmakers",
     "write_engine",
 ]
 
@@ -132,15 +132,6 @@ def write_engine(engine: AsyncEngine) -> AsyncEngine:
     return engine.execution_options(**{_WRITE_OPTION: True})
 
 
-def sessionmakers(
-    engine: AsyncEngine,
-) -> tuple[async_sessionmaker[AsyncSession], async_sessionmaker[AsyncSession]]:
-    """Return ``(read, write)`` session factories; write transactions take the write lock."""
-    read = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-    write = async_sessionmaker(write_engine(engine), expire_on_commit=False, autoflush=False)
-    return read, write
-
-
 def _sqlstate(exc: BaseException) -> str | None:
     orig = getattr(exc, "orig", None)
     for obj in (orig, getattr(orig, "__cause__", None), exc):
@@ -172,13 +163,15 @@ def is_transient(exc: BaseException, *, committing: bool = False) -> bool:
 
 
 async def run_transaction(
-    maker: async_sessionmaker[AsyncSession],
-    op: Callable[[AsyncSession], Awaitable[T]],
+    engine: AsyncEngine,
+    op: Callable[[AsyncConnection], Awaitable[T]],
     *,
     attempts: int = DEFAULT_ATTEMPTS,
     what: str = "database operation",
 ) -> T:
-    """Run ``op`` in one session and one transaction, committing when it returns.
+    """Run ``op`` on one connection in one transaction, committing when it returns.
+
+    Pass :func:`write_engine` of the engine for a write (it takes the lock up front).
 
     Transient failures (SQLite lock timeouts, PostgreSQL serialization failures and
     deadlocks, connections lost before the commit) are retried up to ``attempts``
@@ -186,13 +179,14 @@ async def run_transaction(
     ``op`` rolls back and propagates unchanged.
 
     Raises:
-        StorageError: When the database fails for good; the driver error is the cause.
+        StorageError: When the database fails for good; the driver error is the cause and
+            ``transient`` says whether the failure may pass by itself (an outage) or not.
     """
     for attempt in range(1, attempts + 1):
         committing = False
         try:
-            async with maker() as session, session.begin():
-                result = await op(session)
+            async with engine.begin() as conn:
+                result = await op(conn)
                 committing = True
             return result
         except CoachError:
@@ -212,7 +206,9 @@ async def run_transaction(
                 )
                 await asyncio.sleep(delay)
                 continue
-            raise StorageError(f"{what} failed: {_describe(exc)}") from exc
+            error = StorageError(f"{what} failed: {_describe(exc)}")
+            error.transient = is_transient(exc)
+            raise error from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 
