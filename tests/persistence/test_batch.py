@@ -9,7 +9,7 @@ from livekit.agents import llm
 
 from coach.errors import InvalidRole, InvalidWrite, SessionNotFound, StaleWrite
 from coach.persistence import Repository
-from coach.recording.ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession
+from coach.store import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession
 
 
 async def _session(repo: Repository) -> str:

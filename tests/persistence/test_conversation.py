@@ -111,3 +111,17 @@ async def test_text_no_database_can_store_is_kept_with_replacement_characters(
     assert message.content == "half an emoji \ufffd and a NUL \ufffd!"
     [output] = await repo.get_phase_outputs(sid)
     assert output.output == "out \ufffd"
+
+
+@pytest.mark.parametrize("size", [0, 1, 3, 7, 8])
+async def test_pages_cover_the_conversation_once_in_order(repo: Repository, size: int) -> None:
+    sid = await _session(repo)
+    for i in range(size):
+        await repo.add_session_message(sid, "user" if i % 2 == 0 else "assistant", f"m{i}")
+    seen: list[str] = []
+    after = None
+    while page := await repo.get_session_conversation(sid, after_id=after, limit=4):
+        assert len(page) <= 4
+        seen += [m.content for m in page]
+        after = page[-1].id
+    assert seen == [f"m{i}" for i in range(size)]

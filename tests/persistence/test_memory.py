@@ -208,3 +208,53 @@ async def test_resume_memory_falls_back_to_empty_on_corruption(
         result = await repo.resume_session(sid, user_id=user.id)
     assert result.memory == []
     assert result.next_phase_id == "empathize"
+
+
+async def _delete_steps(repo: Repository, sid: str, where: str) -> None:
+    async with repo.engine.begin() as conn:
+        await conn.execute(
+            text(f"DELETE FROM agent_steps WHERE session_id = :s AND {where}"), {"s": sid}
+        )
+
+
+@pytest.mark.parametrize(
+    ("where", "missing"), [("seq = 0", "step 0"), ("seq = 5", "step 5"), ("seq < 2", "step 0")]
+)
+async def test_a_cut_history_is_reported_not_loaded_short(
+    repo: Repository, caplog: pytest.LogCaptureFixture, where: str, missing: str
+) -> None:
+    # The first or the last rows gone: every row left still verifies (signatures bind
+    # positions, not neighbours), so only the stored count can tell.
+    sid = await _session(repo)
+    items = _items()
+    await repo.save_agent_state(sid, items)
+    await _delete_steps(repo, sid, where)
+    with caplog.at_level(logging.ERROR, logger="coach.persistence"):
+        assert await repo.load_agent_state(sid) == []
+    assert f"memory {missing} is missing" in caplog.text
+    newest = await repo.load_agent_state(sid, newest=1)
+    assert newest == ([] if missing == "step 5" else items[-1:])
+
+
+async def test_bounded_loads_and_pages(repo: Repository) -> None:
+    sid = await _session(repo)
+    items = _items()
+    await repo.save_agent_state(sid, items)
+    assert await repo.load_agent_state(sid, newest=2) == items[-2:]
+    assert await repo.load_agent_state(sid, newest=0) == []
+    assert await repo.load_agent_state(sid, newest=100) == items
+    assert await repo.load_agent_state(sid, since=4) == items[4:]
+    assert await repo.load_agent_state(sid, since=6) == []
+    pages = [await repo.load_agent_state(sid, since=n, limit=4) for n in (0, 4, 8)]
+    assert pages == [items[:4], items[4:], []]
+    assert await repo.agent_step_count(sid) == len(items)
+
+
+async def test_the_stored_count_is_the_conflict_check(repo: Repository) -> None:
+    # Two writers that both saw 6 steps: the second append is refused and writes nothing.
+    sid = await _session(repo)
+    await repo.save_agent_state(sid, _items())
+    await repo.append_agent_steps(sid, ["a"], start=6)
+    with pytest.raises(StaleWrite, match="has 7 memory steps stored, not 6"):
+        await repo.append_agent_steps(sid, ["b"], start=6)
+    assert await repo.load_agent_state(sid, since=6) == ["a"]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
+from typing import Any
 
+from alembic import command
+from livekit.agents import llm
 from sqlalchemy import text
 
 from coach.persistence import (
+    StepCodec,
     create_engine,
     current_revision,
     ensure_schema,
@@ -14,7 +19,7 @@ from coach.persistence import (
     schema_diff,
     upgrade,
 )
-from coach.persistence.migrate import head_revision
+from coach.persistence.migrate import alembic_config, head_revision
 
 
 async def test_models_and_migrations_agree(database_url: str) -> None:
@@ -26,7 +31,7 @@ async def test_upgrade_is_idempotent(blank_database_url: str) -> None:
     assert await current_revision(blank_database_url) is None
     await upgrade(blank_database_url)
     await upgrade(blank_database_url)
-    assert await current_revision(blank_database_url) == head_revision() == "0002"
+    assert await current_revision(blank_database_url) == head_revision() == "0003"
     assert await schema_diff(blank_database_url) == []
 
 
@@ -88,3 +93,95 @@ async def test_0001_database_upgrades_to_head_keeping_sessions(
         assert (await repo.find_room_session("u1", "r1")).id == "s1"  # type: ignore[union-attr]
     finally:
         await repo.aclose()
+
+
+async def test_a_0002_database_with_rows_upgrades_and_resumes(
+    blank_database_url: str, memory_secret: bytes
+) -> None:
+    """A database as the previous release wrote it — plain-pickle (v1) memory steps, no
+    stored count, the old conversation index — upgrades, converts and resumes."""
+    items: list[object] = [
+        llm.ChatMessage(role="user", content=["Make commuting less lonely " * 8]),
+        llm.FunctionCall(call_id="c1", name="capture_design_challenge", arguments="{}"),
+        llm.FunctionCallOutput(
+            call_id="c1", name="capture_design_challenge", output="ok", is_error=False
+        ),
+        llm.AgentHandoff(old_agent_id="coach", new_agent_id="strategist"),
+        llm.ChatMessage(role="assistant", content=["Let's empathize with commuters. " * 12]),
+    ]
+    await upgrade(blank_database_url, "0002")
+    codec = StepCodec(memory_secret)
+    v1 = [codec.sign("s1", seq, pickle.dumps(item, 5), version=1) for seq, item in enumerate(items)]
+    engine = create_engine(blank_database_url)
+    now = "2026-11-01 10:00:00"
+    async with engine.begin() as conn:
+        for statement in (
+            "INSERT INTO users (id, identity, created_at, updated_at) "
+            f"VALUES ('u1', 'old', '{now}', '{now}')",
+            "INSERT INTO sessions (id, user_id, status, created_at, updated_at) "
+            f"VALUES ('s1', 'u1', 'in_progress', '{now}', '{now}')",
+            "INSERT INTO phase_outputs (id, session_id, phase_id, phase_name, status, "
+            "system_prompt, user_input, output, created_at, updated_at) VALUES ('p1', 's1', "
+            f"'challenge', 'Challenge', 'completed', 'sys', 'in', 'out', '{now}', '{now}')",
+            "INSERT INTO session_conversations (session_id, role, content, interrupted, "
+            f"created_at) VALUES ('s1', 'user', 'hello', false, '{now}')",
+            "INSERT INTO session_state (session_id, step, data, template, view, created_at, "
+            f"updated_at) VALUES ('s1', 0, '{{}}', '{{}}', '{{}}', '{now}', '{now}')",
+        ):
+            await conn.execute(text(statement))
+        for step in v1:
+            await conn.execute(
+                text(
+                    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, "
+                    f"payload, created_at) VALUES ('s1', :seq, :codec, 1, :sig, :payload, '{now}')"
+                ),
+                {
+                    "seq": step.seq,
+                    "codec": step.codec,
+                    "sig": step.signature,
+                    "payload": step.payload,
+                },
+            )
+    await engine.dispose()
+
+    await upgrade(blank_database_url, secret=memory_secret)
+    repo = await open_repository(blank_database_url, secret=memory_secret)
+    try:
+        async with repo.engine.connect() as conn:
+            rows = (
+                await conn.execute(text("SELECT version, payload FROM agent_steps ORDER BY seq"))
+            ).all()
+        assert {version for version, _ in rows} == {2}
+        assert sum(len(p) for _, p in rows) < sum(len(s.payload) for s in v1) / 2
+        assert await repo.agent_step_count("s1") == len(items)
+        result = await repo.resume_session("s1", user_id="u1")
+        assert result.memory == items and result.stored_steps == len(items)
+        assert [m.content for m in result.context.history][-1] == "hello"
+        await repo.append_agent_steps("s1", ["next"], start=len(items))  # appends after
+        assert await repo.load_agent_state("s1", since=len(items)) == ["next"]
+    finally:
+        await repo.aclose()
+    # And back: the downgrade re-encodes the steps as the old release reads them.
+    await upgrade_to(blank_database_url, "0002", memory_secret)
+    engine = create_engine(blank_database_url)
+    async with engine.connect() as conn:
+        old = (await conn.execute(text("SELECT seq, version, payload FROM agent_steps"))).all()
+    await engine.dispose()
+    assert {version for _, version, _ in old} == {1}
+    assert [pickle.loads(payload) for _, _, payload in sorted(old)] == [*items, "next"]
+
+
+async def upgrade_to(url: str, revision: str, secret: bytes) -> None:
+    """Downgrade ``url`` to ``revision`` with Alembic (the operator's ``alembic downgrade``)."""
+    config = alembic_config(url, secret=secret)
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda sync: _downgrade(sync, config, revision))
+    finally:
+        await engine.dispose()
+
+
+def _downgrade(connection: Any, config: Any, revision: str) -> None:
+    config.attributes["connection"] = connection
+    command.downgrade(config, revision)

@@ -163,13 +163,14 @@ async def test_resume_reads_a_bounded_window(repo: Repository) -> None:
     for i in range(300):
         await repo.add_session_message(sid, "user" if i % 2 == 0 else "assistant", f"m{i}")
     with _statements(repo) as statements:
-        result = await repo.resume_session(sid, user_id=uid, max_pairs=5, include_memory=False)
+        result = await repo.resume_session(sid, user_id=uid, max_pairs=5)
     assert len(result.context.history) == 10
     reads = [s for s in statements if "session_conversations" in s]
     assert len(reads) == 1 and "LIMIT" in reads[0].upper()
-    windows = [s for s in statements if "phase_outputs.user_input" in s]
-    assert len(windows) == 1 and "LIMIT" in windows[0].upper()
-    assert not any("agent_steps" in s for s in statements)
+    # Phase outputs: at most one per manifest phase; the long system prompt is not read.
+    outputs = [s for s in statements if "FROM phase_outputs" in s and "count(" not in s]
+    assert len(outputs) == 1 and "CASE WHEN (phase_outputs.system_prompt IS NULL)" in outputs[0]
+    assert not any("agent_steps" in s for s in statements)  # none stored: none read
 
 
 async def test_resume_loads_only_the_newest_memory_steps(repo: Repository) -> None:
@@ -183,5 +184,5 @@ async def test_resume_loads_only_the_newest_memory_steps(repo: Repository) -> No
         result = await repo.resume_session(sid, user_id=uid, max_steps=10)
     assert result.memory == items[-10:]  # signatures still verify: they bind each position
     steps_reads = [s for s in statements if "agent_steps" in s]
-    assert len(steps_reads) == 1 and "LIMIT" in steps_reads[0].upper()
+    assert len(steps_reads) == 1 and "agent_steps.seq >=" in steps_reads[0]
     assert (await repo.resume_session(sid, user_id=uid)).memory == items  # under the cap: all

@@ -1,4 +1,5 @@
-"""Persistence for coach: one async repository over SQLite or PostgreSQL.
+"""Persistence for coach: the :class:`~coach.store.Store` protocol over SQLite or
+PostgreSQL with SQLAlchemy 2 (async, Core statements).
 
 Usage::
 
@@ -11,44 +12,33 @@ Usage::
     ...
     await repo.aclose()
 
-Modules: :mod:`.schema` (models), :mod:`.engine` (engines, transactions, retries),
-:mod:`.codec` (signed pickle of memory steps), :mod:`.migrate` (Alembic),
-:mod:`.records` (what is returned), :mod:`.batch` (group-commit op shapes),
-:mod:`.repository` (the repository).
+Modules: :mod:`.repository` (the façade with the seed names), :mod:`.batch` (the one
+write path), one module per aggregate — :mod:`.sessions`, :mod:`.phases`,
+:mod:`.conversation`, :mod:`.memory`, :mod:`.zones`, :mod:`.resume` — and
+:mod:`.schema` (models), :mod:`.sql` (shared statement helpers), :mod:`.engine`
+(engines, transactions, retries), :mod:`.codec` (signed pickle of memory steps),
+:mod:`.migrate` (Alembic).
 """
 
 from __future__ import annotations
 
-from ..state.resume import HistoryMessage, ResumeContext
-from .batch import (
-    AppendStepsOp,
-    MessageOp,
-    PhaseOutputOp,
-    SessionUpdateOp,
-    WriteOpLike,
-    ZoneWriteOp,
-)
-from .codec import StepCodec
-from .engine import create_engine
-from .migrate import current_revision, ensure_schema, schema_diff, upgrade, upgrade_sync
-from .records import (
+from ..store import (
+    HistoryMessage,
     MessageRecord,
     PhaseOutputRecord,
+    ResumeContext,
     ResumeResult,
     SessionRecord,
     StateRecord,
     UserRecord,
 )
+from .codec import StepCodec
+from .engine import create_engine
+from .migrate import current_revision, ensure_schema, schema_diff, upgrade, upgrade_sync
 from .repository import DEFAULT_PHASE_IDS, Repository, open_repository
 
 __all__ = [
     "DEFAULT_PHASE_IDS",
-    "AppendStepsOp",
-    "MessageOp",
-    "PhaseOutputOp",
-    "SessionUpdateOp",
-    "WriteOpLike",
-    "ZoneWriteOp",
     "HistoryMessage",
     "MessageRecord",
     "PhaseOutputRecord",

@@ -1,105 +1,142 @@
-"""The shapes of the writes :meth:`Repository.write_batch` applies (group commit).
+"""The one write path: a batch of :mod:`~coach.store.ops` checked, then applied in one
+transaction as a few statements — not a few per op.
 
-Structural types, so the recorder's own small op records (``coach.recording.ops``) fit
-without persistence importing the recorder: any object with these attributes works.
+The recorder's group commit and every seed-named single write (a batch of one) come
+through here, so they share the same checks and the same statements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
-from ..state.zones import DeltaSpec
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = [
-    "AppendStepsOp",
-    "MessageOp",
-    "PhaseOutputOp",
-    "SessionUpdateOp",
-    "WriteOpLike",
-    "ZoneWriteOp",
-]
+from ..errors import InvalidWrite
+from ..state.zones import Delta
+from ..store import (
+    AddMessage,
+    AppendSteps,
+    PhaseOutputRecord,
+    SavePhaseOutput,
+    StateRecord,
+    UpdateSession,
+    WriteOp,
+    WriteZone,
+)
+from .codec import StepCodec
+from .conversation import insert_messages, message_row
+from .memory import encode_rows, insert_steps
+from .phases import check_phase_output, save_phase_outputs
+from .sessions import apply_session_write, session_values
+from .zones import check_zone_write, write_zones
 
-
-@runtime_checkable
-class AppendStepsOp(Protocol):
-    """Memory steps to store at ``start, start + 1, ...`` (see ``append_agent_steps``)."""
-
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def start(self) -> int: ...
-    @property
-    def steps(self) -> Sequence[object]: ...
-
-
-@runtime_checkable
-class PhaseOutputOp(Protocol):
-    """A phase output upsert (see ``save_phase_output``)."""
-
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def phase_id(self) -> str: ...
-    @property
-    def phase_name(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def system_prompt(self) -> str | None: ...
-    @property
-    def user_input(self) -> str | None: ...
-    @property
-    def output(self) -> str | None: ...
-    @property
-    def error(self) -> str | None: ...
+__all__ = ["Applied", "Plan"]
 
 
-@runtime_checkable
-class MessageOp(Protocol):
-    """A conversation message (see ``add_session_message``)."""
+@dataclass
+class Applied:
+    """What a batch wrote: message ids, phase outputs and each session's new state."""
 
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def phase_id(self) -> str | None: ...
-    @property
-    def interrupted(self) -> bool: ...
+    message_ids: list[int] = field(default_factory=list)
+    phase_outputs: list[PhaseOutputRecord] = field(default_factory=list)
+    states: dict[str, tuple[StateRecord, list[Delta]]] = field(default_factory=dict)
 
 
-@runtime_checkable
-class SessionUpdateOp(Protocol):
-    """Session bookkeeping (see ``update_session``): ``fields`` name what changes."""
+@dataclass
+class Plan:
+    """A batch grouped by kind, every op checked before any database work."""
+
+    now: datetime
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    appends: dict[str, tuple[int, list[object]]] = field(default_factory=dict)
+    phase_outputs: list[tuple[SavePhaseOutput, datetime]] = field(default_factory=list)
+    session_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
+    zone_writes: dict[str, list[WriteZone]] = field(default_factory=dict)
+    step_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, ops: Sequence[WriteOp], codec: StepCodec, clock: Callable[[], datetime]) -> Plan:
+        """Check and group ``ops``; memory steps are encoded here.
+
+        The batch is stamped with one time; each phase output with its own (they are
+        listed in creation order).
+
+        Raises:
+            InvalidRole: A message with a bad role.
+            InvalidWrite: Bad input in any op (nothing is written).
+        """
+        plan = cls(now=clock())
+        for op in ops:
+            plan._add(op, clock)
+        for sid, (start, steps) in plan.appends.items():
+            plan.step_rows += encode_rows(codec, sid, start, steps, plan.now)
+        return plan
+
+    def _add(self, op: WriteOp, clock: Callable[[], datetime]) -> None:
+        sid = getattr(op, "session_id", None)
+        if not isinstance(sid, str):
+            raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+        if isinstance(op, AddMessage):
+            self.messages.append(message_row(op, self.now))
+        elif isinstance(op, AppendSteps):
+            if op.start < 0:
+                raise InvalidWrite("start must not be negative")
+            if sid not in self.appends:
+                self.appends[sid] = (op.start, list(op.steps))
+                return
+            start, steps = self.appends[sid]
+            if op.start != start + len(steps):
+                raise InvalidWrite(f"memory steps of session {sid} are not contiguous in a batch")
+            steps.extend(op.steps)
+        elif isinstance(op, SavePhaseOutput):
+            check_phase_output(op)
+            self.phase_outputs.append((op, clock()))
+        elif isinstance(op, WriteZone):
+            check_zone_write(op)
+            self.zone_writes.setdefault(sid, []).append(op)
+        elif isinstance(op, UpdateSession):
+            fields = {**self.session_fields.get(sid, {}), **session_values(op.fields)}
+            self.session_fields[sid] = fields
+        else:
+            raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+
+    async def apply(self, conn: AsyncConnection) -> Applied:
+        """Write the batch on ``conn`` (inside the caller's transaction).
+
+        Sessions are updated in id order — one statement each, which claims the memory
+        positions and takes the row lock — then zone writes, then the inserts.
+
+        Raises:
+            SessionNotFound: An op names an unknown session.
+            StaleWrite: Memory steps whose ``start`` is not the stored count, or a zone
+                write whose expected step is not the stored step.
+        """
+        applied, now = Applied(), self.now
+        for sid in sorted(self.appends.keys() | self.session_fields.keys()):
+            fields = self.session_fields.get(sid)
+            values = {**fields, "updated_at": now} if fields is not None else {}
+            append = self.appends.get(sid)
+            claim = (append[0], len(append[1])) if append is not None else None
+            await apply_session_write(conn, sid, values, steps=claim)
+        for sid in sorted(self.zone_writes):
+            applied.states[sid] = await write_zones(conn, sid, self.zone_writes[sid], now)
+        await insert_steps(conn, self.step_rows)
+        if self.messages:
+            applied.message_ids = await insert_messages(conn, self.messages)
+        if self.phase_outputs:
+            applied.phase_outputs = await save_phase_outputs(conn, self.phase_outputs)
+        return applied
 
     @property
-    def session_id(self) -> str: ...
-    @property
-    def fields(self) -> Mapping[str, Any]: ...
-
-
-@runtime_checkable
-class ZoneWriteOp(Protocol):
-    """A zoned state write and its delta (see ``update_data`` and friends).
-
-    ``zone`` is ``"data"``, ``"template"`` or ``"view"`` — or ``None`` for a delta
-    without a zone write (``add_delta``). ``expected_step`` guards against a second
-    writer: the write fails with ``StaleWrite`` if the stored step differs.
-    """
-
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def zone(self) -> str | None: ...
-    @property
-    def value(self) -> dict[str, Any] | None: ...
-    @property
-    def delta(self) -> DeltaSpec: ...
-    @property
-    def expected_step(self) -> int | None: ...
-
-
-WriteOpLike = AppendStepsOp | PhaseOutputOp | MessageOp | SessionUpdateOp | ZoneWriteOp
+    def session_ids(self) -> set[str]:
+        """Every session the batch writes."""
+        return (
+            {row["session_id"] for row in self.messages}
+            | self.appends.keys()
+            | {op.session_id for op, _ in self.phase_outputs}
+            | self.session_fields.keys()
+            | self.zone_writes.keys()
+        )

@@ -8,15 +8,24 @@ another session or position, fails the check. The signature is compared with
 :func:`hmac.compare_digest` *before* any unpickling, and unpickling then resolves only
 the classes of :data:`ALLOWED_GLOBALS` — a foreign pickle with a ``__reduce__`` payload
 can neither pass the signature nor name ``os.system``.
+
+**Version 2** (written now) is compact: a chat item is pickled as its class name and
+only the fields that differ from their defaults (not the whole pydantic state with
+every field name), and the pickle is zlib-compressed when that is smaller. Version 1
+(a plain pickle of the object, written by earlier releases) still decodes; migration
+0003 converts stored rows to version 2.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import importlib
 import io
 import pickle
-from collections.abc import Iterable
+import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,8 +34,11 @@ from ..errors import CorruptBlob
 __all__ = ["ALLOWED_GLOBALS", "CODEC_NAME", "CODEC_VERSION", "EncodedStep", "StepCodec"]
 
 CODEC_NAME: Final = "pickle-hmac-sha256"
-CODEC_VERSION: Final = 1
+CODEC_VERSION: Final = 2
 PICKLE_PROTOCOL: Final = 5
+_ZLIB_HEADER: Final = b"x"  # a pickle starts with b"\x80"; a zlib stream with b"x"
+_MODEL: Final = "m"
+_PLAIN: Final = "p"
 _DOMAIN: Final = b"coach.agent_step"
 
 _CHAT = "livekit.agents.llm.chat_context"
@@ -102,10 +114,19 @@ class StepCodec:
         self._secret = secret
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
 
-    @staticmethod
-    def dumps(step: object) -> bytes:
-        """Pickle one step (unsigned; :meth:`sign` binds it to a position)."""
-        return pickle.dumps(step, protocol=PICKLE_PROTOCOL)
+    def dumps(self, step: object) -> bytes:
+        """Encode one step as a version-2 payload (unsigned; :meth:`sign` binds it).
+
+        Raises whatever :func:`pickle.dumps` raises for an object it cannot pickle.
+        """
+        cls = type(step)
+        if (cls.__module__, cls.__name__) in self._allowed and hasattr(step, "model_fields"):
+            envelope: tuple[object, ...] = (_MODEL, cls.__module__, cls.__name__, *_state(step))
+        else:
+            envelope = (_PLAIN, step)
+        raw = pickle.dumps(envelope, protocol=PICKLE_PROTOCOL)
+        packed = zlib.compress(raw, 6)
+        return packed if len(packed) < len(raw) else raw
 
     def signature(
         self, session_id: str, seq: int, payload: bytes, *, codec: str, version: int
@@ -119,12 +140,12 @@ class StepCodec:
         mac.update(payload)
         return mac.digest()
 
-    def sign(self, session_id: str, seq: int, payload: bytes) -> EncodedStep:
-        """Wrap an already pickled payload as the step at ``seq`` of ``session_id``."""
-        signature = self.signature(
-            session_id, seq, payload, codec=CODEC_NAME, version=CODEC_VERSION
-        )
-        return EncodedStep(seq, CODEC_NAME, CODEC_VERSION, signature, payload)
+    def sign(
+        self, session_id: str, seq: int, payload: bytes, *, version: int = CODEC_VERSION
+    ) -> EncodedStep:
+        """Wrap an already encoded payload as the step at ``seq`` of ``session_id``."""
+        signature = self.signature(session_id, seq, payload, codec=CODEC_NAME, version=version)
+        return EncodedStep(seq, CODEC_NAME, version, signature, payload)
 
     def encode(self, session_id: str, seq: int, step: object) -> EncodedStep:
         """Pickle and sign one step."""
@@ -139,7 +160,7 @@ class StepCodec:
                 allow-list. Nothing of the payload runs in any of these cases.
         """
         where = f"step {stored.seq} of session {session_id}"
-        if stored.codec != CODEC_NAME or stored.version != CODEC_VERSION:
+        if stored.codec != CODEC_NAME or stored.version not in (1, CODEC_VERSION):
             raise CorruptBlob(f"{where}: unknown codec {stored.codec!r} v{stored.version}")
         expected = self.signature(
             session_id, stored.seq, stored.payload, codec=stored.codec, version=stored.version
@@ -147,6 +168,62 @@ class StepCodec:
         if not hmac.compare_digest(expected, bytes(stored.signature)):
             raise CorruptBlob(f"{where}: signature mismatch")
         try:
-            return _AllowListUnpickler(bytes(stored.payload), self._allowed).load()
+            payload = bytes(stored.payload)
+            if stored.version == 1:
+                return _AllowListUnpickler(payload, self._allowed).load()
+            if payload[:1] == _ZLIB_HEADER:
+                payload = zlib.decompress(payload)
+            return self._restore(_AllowListUnpickler(payload, self._allowed).load())
         except Exception as exc:  # any unpickling failure means a corrupt blob
             raise CorruptBlob(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+    def _restore(self, envelope: Any) -> object:
+        if envelope[0] == _PLAIN:
+            return envelope[1]
+        kind, module, name, fields, fields_set, private = envelope
+        if kind != _MODEL or (module, name) not in self._allowed:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
+        cls = getattr(importlib.import_module(module), name)
+        values = {
+            field_name: factory() if factory is not None else default
+            for field_name, (default, factory) in _defaults(cls).items()
+            if field_name not in fields
+        }
+        step = cls.__new__(cls)
+        step.__setstate__(
+            {
+                "__dict__": {**values, **fields},
+                "__pydantic_extra__": None,
+                "__pydantic_fields_set__": set(fields_set),
+                "__pydantic_private__": private,
+            }
+        )
+        return step
+
+
+def _state(model: Any) -> tuple[dict[str, Any], tuple[str, ...], object]:
+    """A pydantic model's fields that differ from their defaults, its set fields and its
+    private attributes: all that is needed to build it again."""
+    defaults = _defaults(type(model))
+    fields = {
+        name: value
+        for name, value in model.__dict__.items()
+        if name not in defaults or value != _default_value(*defaults[name])
+    }
+    return fields, tuple(sorted(model.__pydantic_fields_set__)), model.__pydantic_private__
+
+
+@functools.cache
+def _defaults(cls: Any) -> dict[str, tuple[object, Callable[[], object] | None]]:
+    """Each field's ``(default, default_factory)`` (a factory's result is made per use)."""
+    return {name: (info.default, info.default_factory) for name, info in cls.model_fields.items()}
+
+
+@functools.cache
+def _factory_value(factory: Callable[[], object]) -> object:
+    # Compared against only, never handed out: a fresh value is made for every decode.
+    return factory()
+
+
+def _default_value(default: object, factory: Callable[[], object] | None) -> object:
+    return _factory_value(factory) if factory is not None else default

@@ -45,16 +45,19 @@ __all__ = [
 _ADVISORY_LOCK_KEY: Final = 0x636F616368  # "coach"
 
 
-def alembic_config(url: str | URL | None = None) -> Config:
+def alembic_config(url: str | URL | None = None, *, secret: bytes | None = None) -> Config:
     """Return the Alembic config of the shipped migrations, optionally bound to ``url``.
 
     The URL travels in ``config.attributes`` (not the ini file), so passwords with
-    ``%`` need no escaping.
+    ``%`` need no escaping; so does ``secret``, the memory-step HMAC key that a
+    migration converting stored steps needs (without it, the settings' key is used).
     """
     config = Config(str(resource_path("alembic.ini")))
     config.set_main_option("script_location", str(resource_path("migrations")))
     if url is not None:
         config.attributes["url"] = normalize_url(url).render_as_string(hide_password=False)
+    if secret is not None:
+        config.attributes["memory_secret"] = secret
     return config
 
 
@@ -70,13 +73,15 @@ def _upgrade(connection: Connection, config: Config, revision: str) -> None:
     command.upgrade(config, revision)
 
 
-async def upgrade(url: str | URL, revision: str = "head") -> None:
+async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | None = None) -> None:
     """Apply the migrations to ``url`` up to ``revision``; idempotent.
+
+    ``secret`` is the memory-step HMAC key (for migrations that re-sign stored steps).
 
     Raises:
         StorageError: When the database cannot be reached or a migration fails.
     """
-    config = alembic_config(url)
+    config = alembic_config(url, secret=secret)
     engine = create_engine(url, pool_size=1, max_overflow=0)
     try:
         async with write_engine(engine).begin() as conn:
@@ -89,18 +94,18 @@ async def upgrade(url: str | URL, revision: str = "head") -> None:
         await engine.dispose()
 
 
-async def ensure_schema(url: str | URL) -> None:
+async def ensure_schema(url: str | URL, *, secret: bytes | None = None) -> None:
     """Bring the schema at ``url`` to the newest revision (the embedded-SQLite auto-migrate).
 
     The same as :func:`upgrade` to ``head``; the caller decides when to use it (the
     worker does for the embedded SQLite default only).
     """
-    await upgrade(url)
+    await upgrade(url, secret=secret)
 
 
-def upgrade_sync(url: str | URL, revision: str = "head") -> None:
+def upgrade_sync(url: str | URL, revision: str = "head", *, secret: bytes | None = None) -> None:
     """:func:`upgrade` for code that runs outside an event loop (CLI, scripts)."""
-    asyncio.run(upgrade(url, revision))
+    asyncio.run(upgrade(url, revision, secret=secret))
 
 
 def _current(connection: Connection) -> str | None:

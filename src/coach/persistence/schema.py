@@ -149,6 +149,9 @@ class SessionRow(_Audit, Base):
     current_phase_id: Mapped[str | None] = mapped_column(String(64))
     room: Mapped[str | None] = mapped_column(String(255))
     """The LiveKit room the session runs in: a user reconnecting to it continues it."""
+    memory_steps: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """How many memory steps are stored: appends claim their positions here, and a load
+    that finds fewer rows knows the history was cut."""
 
 
 class PhaseOutput(_Audit, Base):
@@ -179,7 +182,7 @@ class SessionConversation(Base):
     __tablename__ = "session_conversations"
     __table_args__ = (
         CheckConstraint(_in("role", MESSAGE_ROLES), name="role"),
-        Index(None, "session_id"),
+        Index(None, "session_id", "created_at", "id"),  # serves every window and page
     )
 
     id: Mapped[int] = mapped_column(_BigId, primary_key=True, autoincrement=True)

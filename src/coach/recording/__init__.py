@@ -1,7 +1,7 @@
-"""Recording live sessions into the repository without slowing the voice turn."""
+"""Recording live sessions into the store without slowing the voice turn: one queue and
+one group-committing writer task per process (:class:`Recorder`)."""
 
-from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
-from .session import SessionRecorder
+from ..store import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
 from .writer import Recorder, RecorderStats
 
 __all__ = [
@@ -10,7 +10,6 @@ __all__ = [
     "Recorder",
     "RecorderStats",
     "SavePhaseOutput",
-    "SessionRecorder",
     "UpdateSession",
     "WriteOp",
     "WriteZone",

@@ -23,16 +23,20 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from ..errors import CoachError, StaleWrite, StorageError
-from ..persistence.engine import is_transient as engine_is_transient
 from ..prompts import Phase
 from ..state.zones import DeltaSpec, Zone
-from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
-
-if TYPE_CHECKING:
-    from ..persistence.records import StateRecord
+from ..store import (
+    AddMessage,
+    AppendSteps,
+    SavePhaseOutput,
+    Store,
+    UpdateSession,
+    WriteOp,
+    WriteZone,
+)
 
 logger = logging.getLogger("coach.recorder")
 
@@ -55,37 +59,14 @@ class RecorderStats:
     """Transactions committed since start."""
 
 
-class BatchStore(Protocol):
-    """What the recorder writes through: the :class:`~coach.persistence.Repository`
-    itself, or the :class:`~coach.recording.writer_process.WriterProcess` in front of one."""
-
-    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
-        """Apply ``ops`` in one transaction (see ``Repository.write_batch``)."""
-        ...
-
-    async def agent_step_count(self, session_id: str) -> int:
-        """How many memory steps the session has stored."""
-        ...
-
-    async def get_state(self, session_id: str) -> StateRecord:
-        """The session's stored zoned state (its ``step`` numbers zone writes)."""
-        ...
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether a storage error may go away by itself (connection lost, database locked).
 
-    Only failures the engine knows to be passing count; bad content (a value the
-    database refuses) and conflicts never do. A connection lost during COMMIT does
-    count here — unlike in the engine — because the writer checks whether the batch
-    landed before it writes it again.
+    Only failures the store marked as passing count; bad content (a value the database
+    refuses) and conflicts never do. A connection lost during COMMIT does count — the
+    writer checks whether the batch landed before it writes it again.
     """
-    if isinstance(exc, StaleWrite) or not isinstance(exc, StorageError):
-        return False
-    if exc.transient is not None:
-        return exc.transient
-    cause = exc.__cause__
-    return cause is None or engine_is_transient(cause)
+    return isinstance(exc, StorageError) and not isinstance(exc, StaleWrite) and exc.transient
 
 
 def _describe(exc: BaseException) -> dict[str, str]:
@@ -100,7 +81,7 @@ class Recorder:
 
     def __init__(
         self,
-        store: BatchStore,
+        store: Store,
         *,
         max_pending: int = 10_000,
         max_batch: int = 100,
@@ -329,6 +310,7 @@ class Recorder:
                         return
                     if landed is None:  # cannot tell yet: the database is still flapping
                         exc = StorageError("cannot check whether a batch was written")
+                        exc.transient = True
                 self._errors += 1
                 failed = True
                 if not is_transient(exc):
@@ -405,7 +387,9 @@ class Recorder:
             op.session_id: op.start + len(op.steps) for op in ops if isinstance(op, AppendSteps)
         }
         state_ends = {
-            op.session_id: op.expected_step + 1 for op in ops if isinstance(op, WriteZone)
+            op.session_id: op.expected_step + 1
+            for op in ops
+            if isinstance(op, WriteZone) and op.expected_step is not None
         }
         if not step_ends and not state_ends:
             return False

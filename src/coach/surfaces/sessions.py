@@ -1,20 +1,53 @@
-"""``python -m coach sessions list | show ID | export ID``: the operator's view of sessions."""
+"""``python -m coach sessions list | show ID | export ID``: the operator's view of sessions.
+
+``show`` and ``export`` page through a session (:data:`PAGE` rows per read) and write as
+they read, so a session of any length is never held whole.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from livekit.agents import llm
 
 from ..errors import SessionNotFound
-from ..persistence import Repository
 from ..state.history import item_text
+from ..state.zones import Delta
+from ..store import MessageRecord, Store
+
+PAGE: Final = 500
+"""Rows read per page."""
 
 
-async def list_sessions(store: Repository, out: TextIO, *, user: str | None = None) -> None:
+async def _messages(store: Store, session_id: str) -> AsyncIterator[MessageRecord]:
+    after: int | None = None
+    while page := await store.get_session_conversation(session_id, after_id=after, limit=PAGE):
+        for message in page:
+            yield message
+        after = page[-1].id
+
+
+async def _steps(store: Store, session_id: str) -> AsyncIterator[object]:
+    since = 0
+    while page := await store.load_agent_state(session_id, since=since, limit=PAGE):
+        for step in page:
+            yield step
+        since += len(page)
+
+
+async def _deltas(store: Store, session_id: str) -> AsyncIterator[Delta]:
+    since = 0
+    while page := await store.get_deltas(session_id, since, limit=PAGE):
+        for delta in page:
+            yield delta
+        since = page[-1].step
+
+
+async def list_sessions(store: Store, out: TextIO, *, user: str | None = None) -> None:
     """One line per session: id, user, status, progress, updated, challenge."""
     if user is not None:
         found = await store.find_user(user)
@@ -33,7 +66,7 @@ async def list_sessions(store: Repository, out: TextIO, *, user: str | None = No
 
 
 async def show_session(
-    store: Repository, session_id: str, out: TextIO, *, steps: bool = False, prompts: bool = False
+    store: Store, session_id: str, out: TextIO, *, steps: bool = False, prompts: bool = False
 ) -> None:
     """Phases, conversation, zones and the delta log of one session."""
     session = await store.get_session(session_id)
@@ -52,10 +85,10 @@ async def show_session(
             print(_indent(f"user input:\n{o.user_input or '-'}"), file=out)
     print("\n## conversation", file=out)
     if steps:
-        for item in await store.load_agent_state(session_id):
+        async for item in _steps(store, session_id):
             print(_step_line(item), file=out)
     else:
-        for m in await store.get_session_conversation(session_id):
+        async for m in _messages(store, session_id):
             mark = " [interrupted]" if m.interrupted else ""
             print(f"{m.role:>9}: {m.content}{mark}", file=out)
     state = await store.get_state(session_id)
@@ -63,7 +96,7 @@ async def show_session(
     for zone in ("data", "template", "view"):
         print(f"{zone}: {json.dumps(getattr(state, zone), indent=2, ensure_ascii=False)}", file=out)
     print("\n## deltas", file=out)
-    for d in await store.get_deltas(session_id):
+    async for d in _deltas(store, session_id):
         print(
             f"{d.step:>4}  {d.turn_id or '-'}  {d.trigger}/{d.source}  {d.actor_id or '-'}  "
             f"{d.delta_type} {d.path}  {d.action.tool or d.action.type}  count={d.result.count}",
@@ -71,29 +104,40 @@ async def show_session(
         )
 
 
-async def export_session(store: Repository, session_id: str, out: TextIO) -> None:
-    """Everything stored about one session, as one JSON document."""
+async def export_session(store: Store, session_id: str, out: TextIO) -> None:
+    """Everything stored about one session, as one JSON document (written page by page)."""
     session = await store.get_session(session_id)
     if session is None:
         raise SessionNotFound(session_id)
-    state = await store.get_state(session_id)
-    document = {
-        "session": asdict(session),
-        "phase_outputs": [asdict(o) for o in await store.get_phase_outputs(session_id)],
-        "conversation": [asdict(m) for m in await store.get_session_conversation(session_id)],
-        "steps": [
-            item.model_dump(mode="json")
-            if isinstance(
-                item, llm.ChatMessage | llm.FunctionCall | llm.FunctionCallOutput | llm.AgentHandoff
-            )
-            else repr(item)
-            for item in await store.load_agent_state(session_id)
-        ],
-        "state": asdict(state),
-        "deltas": [d.to_json() for d in await store.get_deltas(session_id)],
-    }
-    json.dump(document, out, indent=2, default=_json_default, ensure_ascii=False)
-    print(file=out)
+    outputs = [asdict(o) for o in await store.get_phase_outputs(session_id)]
+    out.write(f'{{"session": {_dumps(asdict(session))},\n"phase_outputs": {_dumps(outputs)}')
+    out.write(',\n"conversation": [')
+    await _write_items(out, (asdict(m) async for m in _messages(store, session_id)))
+    out.write('],\n"steps": [')
+    await _write_items(out, (_step_json(item) async for item in _steps(store, session_id)))
+    out.write(f'],\n"state": {_dumps(asdict(await store.get_state(session_id)))}')
+    out.write(',\n"deltas": [')
+    await _write_items(out, (d.to_json() async for d in _deltas(store, session_id)))
+    out.write("]}\n")
+
+
+async def _write_items(out: TextIO, items: AsyncIterator[Any]) -> None:
+    first = True
+    async for item in items:
+        out.write(("\n" if first else ",\n") + _dumps(item))
+        first = False
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default, ensure_ascii=False)
+
+
+def _step_json(item: object) -> Any:
+    if isinstance(
+        item, llm.ChatMessage | llm.FunctionCall | llm.FunctionCallOutput | llm.AgentHandoff
+    ):
+        return item.model_dump(mode="json")
+    return repr(item)
 
 
 def _json_default(value: Any) -> Any:

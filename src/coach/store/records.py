@@ -1,4 +1,4 @@
-"""The frozen records the repository returns (never ORM objects)."""
+"""The frozen records a store returns (never ORM objects)."""
 
 from __future__ import annotations
 
@@ -89,14 +89,20 @@ class StateRecord:
 
 @dataclass(frozen=True, slots=True)
 class ResumeResult:
-    """What :meth:`Repository.resume_session` returns (SPEC §5 step 6).
+    """What :meth:`~coach.store.Store.resume_session` returns (SPEC §5 step 6), read in
+    one transaction: everything a live conversation needs to continue the session.
 
-    ``memory`` holds the stored agent steps when they load (``[]`` when there are none
-    or any is corrupt); ``context.history`` is always the reconstructed window, so the
-    caller can choose steps or reconstruction.
+    ``memory`` holds the newest stored agent steps when they load (``[]`` when there are
+    none or any is corrupt or missing); ``context.history`` is always the reconstructed
+    window, so the caller can choose steps or reconstruction. ``outputs`` are the phase
+    outputs without their prompts, ``state`` the zoned state and ``stored_steps`` the
+    number of memory steps stored (new steps append after it).
     """
 
     session: SessionRecord
     next_phase_id: str
     context: ResumeContext
     memory: list[object] = field(default_factory=list)
+    outputs: list[PhaseOutputRecord] = field(default_factory=list)
+    state: StateRecord | None = None
+    stored_steps: int = 0

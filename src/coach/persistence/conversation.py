@@ -1,0 +1,80 @@
+"""The conversation: every user and assistant message, append-only (SPEC §4.3, §6).
+
+Every read is served by the index on ``(session_id, created_at, id)``: a page or the
+resume window costs the rows it returns, not the session's length.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import InvalidRole, InvalidWrite
+from ..store import AddMessage
+from .schema import MESSAGE_ROLES, SessionConversation
+from .sql import CONVERSATIONS, AnySelect, clean_text
+
+__all__ = ["conversation_select", "insert_messages", "message_row", "window_select"]
+
+_C = SessionConversation
+_COLUMNS: Final = (_C.id, _C.session_id, _C.phase_id, _C.role, _C.content, _C.interrupted)
+
+
+def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
+    """The row of one message, checked (a bad role or content writes nothing)."""
+    if op.role not in MESSAGE_ROLES:
+        raise InvalidRole(op.role)
+    if not isinstance(op.content, str):
+        raise InvalidWrite("message content must be a string")
+    return {
+        "session_id": op.session_id,
+        "phase_id": op.phase_id,
+        "role": op.role,
+        "content": clean_text(op.content),
+        "interrupted": bool(op.interrupted),
+        "created_at": now,
+    }
+
+
+async def insert_messages(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert the rows in one statement; return their ids in order."""
+    stmt = CONVERSATIONS.insert().returning(CONVERSATIONS.c.id, sort_by_parameter_order=True)
+    return list((await conn.scalars(stmt, rows)).all())
+
+
+def conversation_select(
+    session_id: str,
+    *,
+    phase_id: str | None = None,
+    after_id: int | None = None,
+    limit: int | None = None,
+) -> AnySelect:
+    """Messages in time order (ties by insertion), optionally of one phase, optionally
+    the page after message ``after_id``."""
+    stmt = select(*_COLUMNS, _C.created_at).where(_C.session_id == session_id)
+    if phase_id is not None:
+        stmt = stmt.where(_C.phase_id == phase_id)
+    if after_id is not None:
+        after = (
+            select(_C.created_at)
+            .where(_C.session_id == session_id, _C.id == after_id)
+            .scalar_subquery()
+        )
+        stmt = stmt.where(
+            or_(_C.created_at > after, and_(_C.created_at == after, _C.id > after_id))
+        )
+    stmt = stmt.order_by(_C.created_at, _C.id)
+    return stmt.limit(limit) if limit is not None else stmt
+
+
+def window_select(session_id: str, count: int) -> AnySelect:
+    """The newest ``count`` messages, newest first (role, content, phase, interrupted)."""
+    return (
+        select(_C.role, _C.content, _C.phase_id, _C.interrupted)
+        .where(_C.session_id == session_id)
+        .order_by(_C.created_at.desc(), _C.id.desc())
+        .limit(count)
+    )

@@ -1,0 +1,138 @@
+"""Agent memory steps: signed pickles, one row per step, append-only (SPEC §4.4).
+
+``sessions.memory_steps`` is the stored count: an append claims its positions there (the
+claim is the conflict check), and a load checks that the rows it read are exactly the
+positions it asked for, so a cut history — first or last rows deleted — is reported as
+corrupt instead of silently loading a shorter one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import CorruptBlob, InvalidWrite
+from .codec import EncodedStep, StepCodec
+from .schema import AgentStep
+from .sql import AGENT_STEPS, SESSIONS, AnyRow, AnySelect
+
+__all__ = [
+    "decode_or_empty",
+    "encode_rows",
+    "insert_steps",
+    "step_window",
+    "steps_select",
+    "stored_count",
+]
+
+log = logging.getLogger("coach.persistence")
+
+_COLUMNS: Final = (
+    AgentStep.seq,
+    AgentStep.codec,
+    AgentStep.version,
+    AgentStep.signature,
+    AgentStep.payload,
+)
+
+
+def encode_rows(
+    codec: StepCodec, session_id: str, start: int, steps: Sequence[object], now: datetime
+) -> list[dict[str, Any]]:
+    """Encode and sign ``steps`` as the rows at ``start, start + 1, ...``.
+
+    Raises:
+        InvalidWrite: A step cannot be pickled (nothing is written).
+    """
+    rows = []
+    for seq, step in enumerate(steps, start=start):
+        try:
+            payload = codec.dumps(step)
+        except Exception as exc:  # pickle raises PicklingError, TypeError, AttributeError
+            raise InvalidWrite(f"memory step {seq} cannot be pickled: {exc}") from exc
+        encoded = codec.sign(session_id, seq, payload)
+        rows.append(
+            {
+                "session_id": session_id,
+                "seq": seq,
+                "codec": encoded.codec,
+                "version": encoded.version,
+                "signature": encoded.signature,
+                "payload": payload,
+                "created_at": now,
+            }
+        )
+    return rows
+
+
+async def insert_steps(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    """Insert encoded rows (one statement)."""
+    if rows:
+        await conn.execute(AGENT_STEPS.insert(), rows)
+
+
+async def stored_count(conn: AsyncConnection, session_id: str, *, lock: bool = False) -> int | None:
+    """The session's stored step count (``None``: no such session); ``lock`` holds the
+    session row until the transaction ends."""
+    stmt = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == session_id)
+    if lock:
+        stmt = stmt.with_for_update(key_share=True)
+    count = await conn.scalar(stmt)
+    return None if count is None else int(count)
+
+
+def step_window(
+    count: int, *, newest: int | None = None, since: int | None = None, limit: int | None = None
+) -> tuple[int, int]:
+    """The positions ``[first, end)`` to load of ``count`` stored: all, the newest N, or
+    from ``since`` on — at most ``limit`` of them (a page)."""
+    first = 0
+    if newest is not None:
+        first = max(first, count - max(newest, 0))
+    if since is not None:
+        first = max(first, min(max(since, 0), count))
+    end = count if limit is None else min(count, first + max(limit, 0))
+    return first, end
+
+
+def steps_select(session_id: str, first: int, end: int) -> AnySelect:
+    """The rows at positions ``first .. end - 1`` in order (served by the primary key)."""
+    return (
+        select(*_COLUMNS)
+        .where(AgentStep.session_id == session_id, AgentStep.seq >= first, AgentStep.seq < end)
+        .order_by(AgentStep.seq)
+    )
+
+
+def _decode_all(
+    codec: StepCodec, session_id: str, rows: Sequence[AnyRow], first: int, end: int
+) -> list[object]:
+    if len(rows) != end - first:
+        present = {row.seq for row in rows}
+        missing = next(seq for seq in range(first, end) if seq not in present)
+        raise CorruptBlob(
+            f"session {session_id}: memory step {missing} is missing "
+            f"({len(rows)} of steps {first}..{end - 1} stored)"
+        )
+    return [codec.decode(session_id, EncodedStep(*row)) for row in rows]
+
+
+def decode_or_empty(
+    codec: StepCodec, session_id: str, rows: Sequence[AnyRow], first: int, end: int
+) -> list[object]:
+    """The decoded steps ``first .. end - 1``; ``[]`` (logged) if any is missing, corrupt,
+    tampered with or foreign. Nothing of a rejected blob is ever executed."""
+    try:
+        return _decode_all(codec, session_id, rows, first, end)
+    except CorruptBlob as exc:
+        log.error(
+            "stored memory steps cannot be loaded; falling back to reconstruction: %s",
+            exc,
+            extra={"session_id": session_id},
+        )
+        return []

@@ -1,0 +1,84 @@
+"""Phase outputs with the prompts that produced them (SPEC §4.2)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from sqlalchemy import func, null, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..store import PhaseOutputRecord, SavePhaseOutput
+from .schema import PHASE_STATUSES, PhaseOutput, new_id
+from .sql import PHASE_OUTPUTS, AnySelect, check_status, clean_text, upsert
+
+__all__ = ["check_phase_output", "outputs_select", "save_phase_outputs"]
+
+_COLUMNS: Final = (
+    PhaseOutput.id,
+    PhaseOutput.session_id,
+    PhaseOutput.phase_id,
+    PhaseOutput.phase_name,
+    PhaseOutput.status,
+    PhaseOutput.system_prompt,
+    PhaseOutput.user_input,
+    PhaseOutput.output,
+    PhaseOutput.error,
+    PhaseOutput.created_at,
+    PhaseOutput.updated_at,
+)
+_PROMPTS: Final = frozenset({"system_prompt", "user_input"})
+
+
+def check_phase_output(op: SavePhaseOutput) -> None:
+    """Refuse a phase output with an unknown status (nothing is written)."""
+    check_status(op.status, PHASE_STATUSES, "phase")
+
+
+async def save_phase_outputs(
+    conn: AsyncConnection, ops: list[tuple[SavePhaseOutput, datetime]]
+) -> list[PhaseOutputRecord]:
+    """Upsert each output (with its time) in order; ``None`` prompts and output keep the
+    stored value."""
+    records = []
+    for op, now in ops:
+        stmt = upsert(conn, PHASE_OUTPUTS).values(
+            id=new_id(),
+            session_id=op.session_id,
+            phase_id=op.phase_id,
+            phase_name=op.phase_name,
+            status=op.status,
+            system_prompt=clean_text(op.system_prompt),
+            user_input=clean_text(op.user_input),
+            output=clean_text(op.output),
+            error=clean_text(op.error),
+            created_at=now,
+            updated_at=now,
+        )
+        new, old = stmt.excluded, PHASE_OUTPUTS.c
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "phase_id"],
+            set_={
+                "phase_name": new.phase_name,
+                "status": new.status,
+                "system_prompt": func.coalesce(new.system_prompt, old.system_prompt),
+                "user_input": func.coalesce(new.user_input, old.user_input),
+                "output": func.coalesce(new.output, old.output),
+                "error": new.error,
+                "updated_at": new.updated_at,
+            },
+        ).returning(*(PHASE_OUTPUTS.c[c.key] for c in _COLUMNS))
+        records.append(PhaseOutputRecord(*(await conn.execute(stmt)).one()))
+    return records
+
+
+def outputs_select(session_id: str, *, include_prompts: bool) -> AnySelect:
+    """The session's outputs in creation order; without prompts they read as ``None``."""
+    columns = [
+        c if include_prompts or c.key not in _PROMPTS else null().label(c.key) for c in _COLUMNS
+    ]
+    return (
+        select(*columns)
+        .where(PhaseOutput.session_id == session_id)
+        .order_by(PhaseOutput.created_at, PhaseOutput.id)
+    )

@@ -1,0 +1,122 @@
+"""Users and sessions: statements and reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import InvalidWrite, SessionNotFound, StaleWrite
+from ..store import SessionRecord, UserRecord
+from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User, new_id
+from .sql import SESSIONS, USERS, AnyRow, AnySelect, check_status, upsert
+
+__all__ = [
+    "SESSION_FIELDS",
+    "apply_session_write",
+    "session_record",
+    "session_select",
+    "session_values",
+    "upsert_user",
+    "user_select",
+]
+
+SESSION_FIELDS: Final = frozenset(
+    {"status", "design_challenge", "current_agent", "current_phase_id", "room"}
+)
+_COLUMNS: Final = (
+    SessionRow.id,
+    SessionRow.user_id,
+    SessionRow.design_challenge,
+    SessionRow.status,
+    SessionRow.current_agent,
+    SessionRow.current_phase_id,
+    SessionRow.created_at,
+    SessionRow.updated_at,
+)
+
+
+def _completed_count(phase_ids: Sequence[str]) -> ColumnElement[int]:
+    return (
+        select(func.count())
+        .where(
+            PhaseOutput.session_id == SessionRow.id,
+            PhaseOutput.status == "completed",
+            PhaseOutput.phase_id.in_(phase_ids),
+        )
+        .correlate(SessionRow)
+        .scalar_subquery()
+    )
+
+
+def session_select(phase_ids: Sequence[str]) -> AnySelect:
+    """Sessions with their count of completed manifest phases (see :func:`session_record`)."""
+    return select(*_COLUMNS, _completed_count(phase_ids).label("completed"), SessionRow.room)
+
+
+def session_record(row: AnyRow) -> SessionRecord:
+    """The record of a row of :func:`session_select` (columns after ``room`` ignored)."""
+    return SessionRecord(*row[:10])
+
+
+def user_select() -> AnySelect:
+    """Users as :class:`UserRecord` columns."""
+    return select(User.id, User.identity, User.display_name, User.created_at)
+
+
+async def upsert_user(
+    conn: AsyncConnection, identity: str, display_name: str | None, now: datetime
+) -> UserRecord:
+    """Create the user with ``identity`` or update its display name (race-safe)."""
+    if not identity:
+        raise InvalidWrite("identity must not be empty")
+    stmt = upsert(conn, USERS).values(
+        id=new_id(), identity=identity, display_name=display_name, created_at=now, updated_at=now
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["identity"],
+        set_={"display_name": func.coalesce(stmt.excluded.display_name, USERS.c.display_name)},
+    ).returning(USERS.c.id, USERS.c.identity, USERS.c.display_name, USERS.c.created_at)
+    return UserRecord(*(await conn.execute(stmt)).one())
+
+
+def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Checked session fields (unknown names and statuses refused)."""
+    unknown = set(fields) - SESSION_FIELDS
+    if unknown:
+        raise InvalidWrite(f"unknown session fields: {', '.join(sorted(unknown))}")
+    if fields.get("status") is not None:
+        check_status(fields["status"], SESSION_STATUSES, "session")
+    return dict(fields)
+
+
+async def apply_session_write(
+    conn: AsyncConnection,
+    session_id: str,
+    values: Mapping[str, Any],
+    *,
+    steps: tuple[int, int] | None = None,
+) -> None:
+    """Update one session row: ``values`` (bumping ``updated_at`` when given) and, with
+    ``steps=(start, count)``, claim memory positions ``start .. start + count - 1``.
+
+    One statement, which also takes the row lock that orders writers of the session.
+
+    Raises:
+        SessionNotFound: There is no such session.
+        StaleWrite: ``start`` is not the stored step count (another writer got there).
+    """
+    stmt = update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
+    if steps is not None:
+        start, count = steps
+        stmt = stmt.where(SESSIONS.c.memory_steps == start).values(memory_steps=start + count)
+    if (await conn.execute(stmt)).rowcount:
+        return
+    stored = await conn.scalar(select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == session_id))
+    if stored is None:
+        raise SessionNotFound(session_id)
+    assert steps is not None
+    raise StaleWrite(f"Session {session_id} has {stored} memory steps stored, not {steps[0]}")

@@ -1,0 +1,174 @@
+"""Zoned state and its deltas (SPEC §4.5): a zone and its delta in one transaction.
+
+The ``session_state`` row orders writers: a write moves its ``step`` from the step the
+writer expects with a conditional ``UPDATE`` (which also takes the row lock), so a
+second writer of the same session fails with ``StaleWrite`` instead of interleaving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import SessionNotFound, StaleWrite
+from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
+from ..store import StateRecord, WriteZone
+from .schema import SessionState, StateDelta
+from .sql import DELTAS, SESSIONS, STATES, AnyRow, AnySelect, json_object, upsert
+
+__all__ = ["check_zone_write", "delta_record", "deltas_select", "state_select", "write_zones"]
+
+_STATE: Final = (
+    SessionState.session_id,
+    SessionState.step,
+    SessionState.data,
+    SessionState.template,
+    SessionState.view,
+)
+_DELTA: Final = (
+    StateDelta.step,
+    StateDelta.turn_id,
+    StateDelta.trigger,
+    StateDelta.source,
+    StateDelta.actor_id,
+    StateDelta.delta_type,
+    StateDelta.path,
+    StateDelta.action,
+    StateDelta.result,
+)
+
+
+def check_zone_write(op: WriteZone) -> None:
+    """Refuse an unknown zone, a zone value that is not a JSON object, or a delta that
+    is not a :class:`DeltaSpec` (nothing is written)."""
+    if not isinstance(op.delta, DeltaSpec):
+        raise TypeError("delta must be a DeltaSpec")
+    if op.zone is not None:
+        zone = Zone(op.zone)
+        if op.value is not None:
+            json_object(op.value, zone.value)
+
+
+def state_select(session_id: str) -> AnySelect:
+    """The session's state row as :class:`StateRecord` columns."""
+    return select(*_STATE).where(SessionState.session_id == session_id)
+
+
+def deltas_select(session_id: str, since_step: int, limit: int | None) -> AnySelect:
+    """Deltas after ``since_step`` in step order (served by the primary key)."""
+    stmt = (
+        select(*_DELTA)
+        .where(StateDelta.session_id == session_id, StateDelta.step > since_step)
+        .order_by(StateDelta.step)
+    )
+    return stmt.limit(limit) if limit is not None else stmt
+
+
+def delta_record(row: AnyRow) -> Delta:
+    """A stored delta."""
+    return Delta(
+        step=row.step,
+        turn_id=row.turn_id,
+        trigger=row.trigger,
+        source=row.source,
+        actor_id=row.actor_id,
+        delta_type=row.delta_type,
+        path=row.path,
+        action=Action.model_validate(row.action or {}),
+        result=ResultMeta.model_validate(row.result or {}),
+    )
+
+
+async def write_zones(
+    conn: AsyncConnection, session_id: str, ops: Sequence[WriteZone], now: datetime
+) -> tuple[StateRecord, list[Delta]]:
+    """Apply one session's zone writes, in order, as one state update and one delta insert.
+
+    The first op's ``expected_step`` (``None``: whatever is stored) must be the stored
+    step; each later op must expect the step the one before it made.
+
+    Raises:
+        StaleWrite: A step is not the expected one, or a delta exists at a new step.
+        SessionNotFound: There is no such session.
+    """
+    expected = ops[0].expected_step
+    for before, op in enumerate(ops[1:]):
+        if op.expected_step is not None and expected is not None:
+            if op.expected_step != expected + before + 1:
+                raise StaleWrite(
+                    f"Session {session_id} zone writes are not contiguous in one batch"
+                )
+    values: dict[str, Any] = {"updated_at": now}
+    for op in ops:
+        if op.zone is not None:
+            values[op.zone] = op.value
+    row = await _move_step(conn, session_id, expected, len(ops), values, now)
+    state = StateRecord(*row)
+    first = state.step - len(ops) + 1
+    deltas = [op.delta.at_step(step) for step, op in enumerate(ops, start=first)]
+    rows = [
+        {
+            "session_id": session_id,
+            "step": delta.step,
+            "turn_id": delta.turn_id,
+            "trigger": delta.trigger,
+            "source": delta.source,
+            "actor_id": delta.actor_id,
+            "delta_type": delta.delta_type,
+            "path": delta.path,
+            "action": delta.action.model_dump(mode="json"),
+            "result": delta.result.model_dump(mode="json"),
+            "created_at": now,
+        }
+        for delta in deltas
+    ]
+    try:
+        await conn.execute(DELTAS.insert(), rows)
+    except IntegrityError as exc:
+        raise StaleWrite(f"Session {session_id} already has a delta at step {first}") from exc
+    return state, deltas
+
+
+async def _move_step(
+    conn: AsyncConnection,
+    session_id: str,
+    expected: int | None,
+    count: int,
+    values: dict[str, Any],
+    now: datetime,
+) -> AnyRow:
+    """Advance the state row by ``count`` steps from ``expected``; return it afterwards."""
+    for _ in range(2):
+        stmt = STATES.update().where(STATES.c.session_id == session_id)
+        if expected is None:
+            stmt = stmt.values(step=STATES.c.step + count, **values)
+        else:
+            stmt = stmt.where(STATES.c.step == expected).values(step=expected + count, **values)
+        row = (await conn.execute(stmt.returning(*(STATES.c[c.key] for c in _STATE)))).first()
+        if row is not None:
+            return row
+        stored = await conn.scalar(select(STATES.c.step).where(STATES.c.session_id == session_id))
+        if stored is not None:
+            raise StaleWrite(f"Session {session_id} state is at step {stored}, not {expected}")
+        # No state row (a session stored before states existed): create it at step 0.
+        if await conn.scalar(select(SESSIONS.c.id).where(SESSIONS.c.id == session_id)) is None:
+            raise SessionNotFound(session_id)
+        await conn.execute(
+            upsert(conn, STATES)
+            .values(
+                session_id=session_id,
+                step=0,
+                data={},
+                template={},
+                view={},
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["session_id"])
+        )
+    raise AssertionError("unreachable")  # pragma: no cover
