@@ -13,15 +13,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from .recording import Recorder
 from .state.board import BriefRenderer, Renderer, RenderInput
 from .state.design import Change, empty_data
 from .state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
-
-if TYPE_CHECKING:
-    from .persistence import StateRecord
-    from .recording import Recorder
+from .store import StateRecord
 
 logger = logging.getLogger("coach.state")
 

@@ -13,18 +13,18 @@ from typing import Any
 
 from livekit.agents import AgentSession, APIConnectOptions, llm
 from livekit.agents.voice.agent_session import SessionConnectOptions
-from sqlalchemy.engine import make_url
 
 from .agents import CoachAgentBase, DesignCoach
 from .agents.restore import resumed_agent
 from .errors import ResumeError
 from .live_state import LiveState, StateSink
-from .persistence import Repository, open_repository
+from .persistence import open_repository
 from .prompts import PromptBook, load_prompts
-from .recording import Recorder, SessionRecorder
-from .recording.writer_process import WriterConfig, WriterProcess
+from .recording import Recorder
+from .session_recorder import SessionRecorder
 from .settings import Settings
 from .state.board import Renderer
+from .store import Store
 from .userdata import UserData
 
 logger = logging.getLogger("coach")
@@ -32,14 +32,12 @@ logger = logging.getLogger("coach")
 
 @dataclass
 class Runtime:
-    """The process-wide pieces: settings, prompts, repository, recorder (and its writer
-    process, unless ``COACH_RECORDER_PROCESS=false``)."""
+    """The process-wide pieces: settings, prompts, repository and recorder."""
 
     settings: Settings
     prompts: PromptBook
-    store: Repository
+    store: Store
     recorder: Recorder
-    writer: WriterProcess | None = None
 
     @classmethod
     async def open(cls, settings: Settings, *, prompts: PromptBook | None = None) -> Runtime:
@@ -54,24 +52,18 @@ class Runtime:
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
         )
-        writer = _writer_process(settings, prompts) if _writes_in_child(settings) else None
         recorder = Recorder(
-            writer or store,
+            store,
             max_pending=settings.recorder_queue_size,
             commit_interval=settings.recorder_commit_interval,
             shutdown_timeout=settings.recorder_shutdown_timeout,
         )
         recorder.start()
-        return cls(
-            settings=settings, prompts=prompts, store=store, recorder=recorder, writer=writer
-        )
+        return cls(settings=settings, prompts=prompts, store=store, recorder=recorder)
 
     async def aclose(self) -> None:
-        """Flush the recorder (bounded by the shutdown timeout), stop its writer process,
-        then close the database."""
+        """Flush the recorder (bounded by the shutdown timeout), then close the database."""
         await self.recorder.aclose()
-        if self.writer is not None:
-            await self.writer.aclose()
         await self.store.aclose()
 
     def new_userdata(
@@ -133,23 +125,3 @@ class Runtime:
             return self.first_agent(userdata)
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
         return resumed_agent(userdata, result, current=llm.ChatContext.empty())
-
-
-def _writes_in_child(settings: Settings) -> bool:
-    """A writer process, unless switched off or the database lives in this process."""
-    url = make_url(settings.database_url)
-    in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-    return settings.recorder_process and not in_memory
-
-
-def _writer_process(settings: Settings, prompts: PromptBook) -> WriterProcess:
-    writer = WriterProcess(
-        WriterConfig(
-            database_url=settings.database_url,
-            secret=settings.memory_secret,
-            phase_ids=prompts.manifest.ids,
-        ),
-        close_timeout=settings.recorder_shutdown_timeout,
-    )
-    writer.start()  # boots while the conversation starts; the first batch waits for it
-    return writer

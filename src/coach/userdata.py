@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from .live_state import LiveState
 from .prompts import AgentKind, Phase, PromptBook
-
-if TYPE_CHECKING:
-    from .live_state import LiveState
-    from .persistence import Repository, ResumeResult
-    from .recording import Recorder
+from .recording import Recorder
+from .store import ResumeResult, Store
 
 FLUSH_BEFORE_LOAD = 5.0
 """Seconds a resume waits for this process's queued writes to be stored."""
@@ -29,7 +27,7 @@ class UserData:
     """Shared state of one conversation (one ``AgentSession``)."""
 
     prompts: PromptBook
-    store: Repository
+    store: Store
     recorder: Recorder
     state: LiveState
     """The session's zoned state (data, template, view) and the current turn."""
@@ -107,18 +105,15 @@ class UserData:
         result = await self.store.resume_session(
             session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
         )
-        outputs = await self.store.get_phase_outputs(session_id, include_prompts=False)
-        stored_steps = await self.store.agent_step_count(session_id)
-        stored_state = await self.store.get_state(session_id)
 
         self.resumed = result
-        self.stored_steps = stored_steps
-        self.state.attach(session_id, stored_state)
+        self.stored_steps = result.stored_steps
+        self.state.attach(session_id, result.state)
         self.pending_session_id = None
         self.design_challenge = result.session.design_challenge
         self.status = "in_progress"
         self.phase_outputs = {
-            o.phase_id: o.output or "" for o in outputs if o.status == "completed"
+            o.phase_id: o.output or "" for o in result.outputs if o.status == "completed"
         }
         self.current_phase_id = result.next_phase_id
         evaluation = self.state.data.get("evaluation")

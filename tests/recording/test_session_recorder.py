@@ -4,8 +4,9 @@ from livekit import rtc
 from livekit.agents import llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 
-from coach.recording import AddMessage, AppendSteps, SessionRecorder
+from coach.recording import AddMessage, AppendSteps
 from coach.runtime import Runtime
+from coach.session_recorder import SessionRecorder
 
 
 def added(item: llm.ChatMessage | llm.AgentHandoff) -> ConversationItemAddedEvent:

@@ -18,6 +18,13 @@ from ..userdata import UserData
 
 logger = logging.getLogger("coach.agents")
 
+_AGENTS: dict[AgentKind, type[CoachAgentBase]] = {}
+
+
+def agent_for(kind: AgentKind) -> type[CoachAgentBase]:
+    """The agent class that owns phases of ``kind``."""
+    return _AGENTS[kind]
+
 
 def recap(userdata: UserData) -> str:
     """One sentence on where a session stands, for greetings after a resume."""
@@ -33,9 +40,18 @@ def recap(userdata: UserData) -> str:
 
 
 class CoachAgentBase(Agent):
-    """An agent whose instructions and greeting come from its prompt file."""
+    """An agent whose instructions and greeting come from its prompt file.
+
+    Each concrete agent names its ``kind`` and is then found by :func:`agent_for`, so a
+    handoff decided by state needs no import of the agent it hands to.
+    """
 
     kind: ClassVar[AgentKind]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            _AGENTS[cls.kind] = cls
 
     def __init__(
         self,

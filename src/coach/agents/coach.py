@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from livekit.agents import RunContext, ToolError, function_tool
 
 from ..errors import ResumeError
-from ..persistence import SessionRecord
 from ..state import design
+from ..store import SessionRecord
 from ..userdata import UserData
-from .base import CoachAgentBase
+from .base import CoachAgentBase, agent_for
 from .restore import resumed_agent
 
 logger = logging.getLogger("coach.agents")
@@ -192,6 +192,4 @@ class DesignCoach(CoachAgentBase):
         userdata = context.userdata
         if userdata.session_id is None or userdata.design_challenge is None:
             raise ToolError("Capture the design challenge first (capture_design_challenge).")
-        from .strategist import DesignStrategist
-
-        return DesignStrategist(userdata, chat_ctx=self.chat_ctx)
+        return agent_for("strategist")(userdata, chat_ctx=self.chat_ctx)

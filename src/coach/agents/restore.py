@@ -6,10 +6,9 @@ import logging
 
 from livekit.agents import llm
 
-from ..persistence import ResumeResult
+from ..store import ResumeResult
 from ..userdata import UserData
-from .base import CoachAgentBase
-from .registry import agent_for
+from .base import CoachAgentBase, agent_for
 
 logger = logging.getLogger("coach.agents")
 

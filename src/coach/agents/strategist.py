@@ -9,7 +9,7 @@ from livekit.agents import RunContext, ToolError, function_tool
 from ..state import design
 from ..state.zones import Action, Zone
 from ..userdata import UserData
-from .base import CoachAgentBase
+from .base import CoachAgentBase, agent_for
 from .phased import PhasedAgent
 
 MAX_SUMMARY = 8_000
@@ -168,6 +168,4 @@ class DesignStrategist(PhasedAgent):
         ]
         if remaining:
             raise ToolError(f"These phases are not done yet: {', '.join(remaining)}.")
-        from .evaluator import DesignEvaluator
-
-        return DesignEvaluator(userdata, chat_ctx=self.chat_ctx)
+        return agent_for("evaluator")(userdata, chat_ctx=self.chat_ctx)

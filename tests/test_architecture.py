@@ -1,0 +1,81 @@
+"""The package's shape: imports point one way, and what is typed against the repository
+protocol loads no database library."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The coach modules ``path`` imports at any depth (function bodies included)."""
+    here = _module(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            target = f"{base}.{node.module}" if node.level and node.module else node.module
+            target = target or base
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("coach")}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in SRC.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        targets = {t for t in _imports(path) if t in modules and t != name}
+        # A module that imports its own package's __init__ is not a cycle of concern.
+        graph[name] = {t for t in targets if not name.startswith(f"{t}.")}
+    return graph
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycle = path[path.index(target) :] + [target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_the_contract_and_the_agents_load_no_database_library() -> None:
+    code = (
+        "import sys, coach.store, coach.agents, coach.userdata, coach.recording;"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'alembic', "
+        "'aiosqlite', 'asyncpg'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
