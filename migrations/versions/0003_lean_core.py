@@ -6,6 +6,9 @@ every window, and compact memory steps.
 * ``session_conversations``: the index on ``session_id`` becomes one on
   ``(session_id, created_at, id)``, so the resume window and every page read only the
   rows they return.
+* ``agent_steps.created_at`` may be NULL: a chat item carries its own time.
+* ``agent_steps.message_id``: a message step written with its conversation row leaves
+  its text out of the payload and points at the row instead.
 * ``agent_steps``: version-1 steps (a plain pickle of the chat item) are re-encoded as
   version 2 (compact, compressed) and signed again. That needs the memory secret: the
   one handed to the migration, else the settings' key. A step that fails its check is
@@ -37,6 +40,7 @@ depends_on: str | Sequence[str] | None = None
 
 log = logging.getLogger("alembic.runtime.migration")
 _PAGE = 500
+_TIME = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
@@ -48,6 +52,16 @@ def upgrade() -> None:
         "UPDATE sessions SET memory_steps = COALESCE("
         "(SELECT MAX(seq) + 1 FROM agent_steps WHERE agent_steps.session_id = sessions.id), 0)"
     )
+    # agent_steps has no child table: on SQLite, copying it is safe.
+    with op.batch_alter_table("agent_steps", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column(
+                "message_id",
+                sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+                nullable=True,
+            )
+        )
+        batch_op.alter_column("created_at", existing_type=_TIME, nullable=True)
     with op.batch_alter_table("session_conversations", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_session_conversations_session_id"))
         batch_op.create_index(
@@ -69,8 +83,14 @@ def downgrade() -> None:
         batch_op.create_index(
             batch_op.f("ix_session_conversations_session_id"), ["session_id"], unique=False
         )
-    # Not a batch operation: on SQLite that copies the table, and dropping the old one
+    # Not batch operations: on SQLite those copy the table, and dropping the old one
     # with foreign keys on would cascade to every session's rows.
+    op.execute("ALTER TABLE agent_steps DROP COLUMN message_id")
+    op.execute("UPDATE agent_steps SET created_at = CURRENT_TIMESTAMP WHERE created_at IS NULL")
+    with op.batch_alter_table("agent_steps", schema=None) as batch_op:
+        batch_op.alter_column(
+            "created_at", existing_type=sa.DateTime(timezone=True), nullable=False
+        )
     op.execute("ALTER TABLE sessions DROP COLUMN memory_steps")
 
 
@@ -86,7 +106,8 @@ def _codec() -> StepCodec | None:
 
 
 def _recode(codec: StepCodec, old: int, encode: Callable[[object], bytes], new: int) -> None:
-    """Re-encode every step stored with codec version ``old`` as version ``new``."""
+    """Re-encode every step stored with codec version ``old`` as version ``new`` (whole:
+    a step that left its text to its conversation row gets it back)."""
     steps = sa.table(
         "agent_steps",
         sa.column("session_id", sa.String),
@@ -95,13 +116,16 @@ def _recode(codec: StepCodec, old: int, encode: Callable[[object], bytes], new: 
         sa.column("version", sa.Integer),
         sa.column("signature", sa.LargeBinary),
         sa.column("payload", sa.LargeBinary),
+        sa.column("message_id", sa.BigInteger),
     )
+    messages = sa.table("session_conversations", sa.column("id"), sa.column("content"))
     conn = op.get_bind()
     after = ("", -1)
     converted = skipped = 0
     while True:
         page = conn.execute(
-            sa.select(steps)
+            sa.select(steps, messages.c.content)
+            .outerjoin(messages, messages.c.id == steps.c.message_id)
             .where(
                 steps.c.version == old,
                 sa.tuple_(steps.c.session_id, steps.c.seq) > sa.tuple_(*after),
@@ -113,7 +137,9 @@ def _recode(codec: StepCodec, old: int, encode: Callable[[object], bytes], new: 
             break
         after = (page[-1].session_id, page[-1].seq)
         for row in page:
-            stored = EncodedStep(row.seq, row.codec, row.version, row.signature, row.payload)
+            stored = EncodedStep(
+                row.seq, row.codec, row.version, row.signature, row.payload, row.content
+            )
             try:
                 step = codec.decode(row.session_id, stored)
             except CorruptBlob:
@@ -128,6 +154,7 @@ def _recode(codec: StepCodec, old: int, encode: Callable[[object], bytes], new: 
                     version=encoded.version,
                     signature=encoded.signature,
                     payload=encoded.payload,
+                    message_id=None,
                 )
             )
             converted += 1

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from livekit.agents import llm
+from sqlalchemy import text
 
 from coach.errors import InvalidRole, InvalidWrite, SessionNotFound, StaleWrite
 from coach.persistence import Repository
@@ -97,3 +99,29 @@ async def test_gapped_steps_in_one_batch_write_nothing(repo: Repository) -> None
         )
     assert await repo.agent_step_count(sid) == 0
     assert await repo.get_session_conversation(sid) == []
+
+
+async def test_a_message_step_keeps_its_text_once_and_it_is_still_signed(
+    repo: Repository, caplog: pytest.LogCaptureFixture
+) -> None:
+    user = await repo.get_or_create_user("once")
+    sid = (await repo.create_session(user.id)).id
+    said = llm.ChatMessage(role="user", content=["a long thought about commuting " * 20])
+    call = llm.FunctionCall(call_id="c", name="f", arguments="{}")
+    await repo.write_batch(
+        [AddMessage(sid, "user", said.content[0]), AppendSteps(sid, 0, (said, call))]
+    )
+    assert await repo.load_agent_state(sid) == [said, call]
+    async with repo.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text("SELECT message_id, length(payload) FROM agent_steps ORDER BY seq")
+            )
+        ).all()
+    assert rows[0][0] is not None and rows[0][1] < 200  # the text lives in the message row
+    assert rows[1][0] is None
+    async with repo.engine.begin() as conn:  # someone edits the conversation row
+        await conn.execute(text("UPDATE session_conversations SET content = 'edited'"))
+    with caplog.at_level(logging.ERROR, logger="coach.persistence"):
+        assert await repo.load_agent_state(sid) == []
+    assert "signature mismatch" in caplog.text

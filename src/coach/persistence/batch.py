@@ -7,6 +7,7 @@ through here, so they share the same checks and the same statements.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,7 +29,7 @@ from ..store import (
 )
 from .codec import StepCodec
 from .conversation import insert_messages, message_row
-from .memory import encode_rows, insert_steps
+from .memory import encode_rows, insert_steps, message_text
 from .phases import check_phase_output, save_phase_outputs
 from .sessions import apply_session_write, session_values
 from .zones import check_zone_write, write_zones
@@ -56,10 +57,16 @@ class Plan:
     session_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
     zone_writes: dict[str, list[WriteZone]] = field(default_factory=dict)
     step_rows: list[dict[str, Any]] = field(default_factory=list)
+    text_links: list[tuple[int, int]] = field(default_factory=list)
+    """(step row, message row) pairs: the step's text is that message's."""
 
     @classmethod
     def of(cls, ops: Sequence[WriteOp], codec: StepCodec, clock: Callable[[], datetime]) -> Plan:
         """Check and group ``ops``; memory steps are encoded here.
+
+        A message step whose text is also a message of the batch (the recorder queues
+        both for every user and assistant message) is stored without that text: the
+        conversation row keeps it once.
 
         The batch is stamped with one time; each phase output with its own (they are
         listed in creation order).
@@ -71,8 +78,22 @@ class Plan:
         plan = cls(now=clock())
         for op in ops:
             plan._add(op, clock)
+        unmatched: dict[tuple[str, str, str], deque[int]] = {}
+        for index, row in enumerate(plan.messages):
+            key = (row["session_id"], row["role"], row["content"])
+            unmatched.setdefault(key, deque()).append(index)
         for sid, (start, steps) in plan.appends.items():
-            plan.step_rows += encode_rows(codec, sid, start, steps, plan.now)
+            shared: list[bool] = []
+            for step in steps:
+                text = message_text(step)
+                waiting = unmatched.get((sid, *text)) if text is not None else None
+                if waiting:
+                    position = len(plan.step_rows) + len(shared)
+                    plan.text_links.append((position, waiting.popleft()))
+                    shared.append(True)
+                else:
+                    shared.append(False)
+            plan.step_rows += encode_rows(codec, sid, start, steps, shared=shared)
         return plan
 
     def _add(self, op: WriteOp, clock: Callable[[], datetime]) -> None:
@@ -123,9 +144,11 @@ class Plan:
             await apply_session_write(conn, sid, values, steps=claim)
         for sid in sorted(self.zone_writes):
             applied.states[sid] = await write_zones(conn, sid, self.zone_writes[sid], now)
-        await insert_steps(conn, self.step_rows)
         if self.messages:
             applied.message_ids = await insert_messages(conn, self.messages)
+        for step, message in self.text_links:
+            self.step_rows[step]["message_id"] = applied.message_ids[message]
+        await insert_steps(conn, self.step_rows)
         if self.phase_outputs:
             applied.phase_outputs = await save_phase_outputs(conn, self.phase_outputs)
         return applied

@@ -11,9 +11,11 @@ can neither pass the signature nor name ``os.system``.
 
 **Version 2** (written now) is compact: a chat item is pickled as its class name and
 only the fields that differ from their defaults (not the whole pydantic state with
-every field name), and the pickle is zlib-compressed when that is smaller. Version 1
-(a plain pickle of the object, written by earlier releases) still decodes; migration
-0003 converts stored rows to version 2.
+every field name), and the pickle is zlib-compressed when that is smaller. A message
+whose text is also a conversation row leaves the text out (``elide_text``): the row
+supplies it on load, and the signature binds that text too, so the step still comes
+back exactly or not at all. Version 1 (a plain pickle of the object, written by earlier
+releases) still decodes; migration 0003 converts stored rows to version 2.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ CODEC_VERSION: Final = 2
 PICKLE_PROTOCOL: Final = 5
 _ZLIB_HEADER: Final = b"x"  # a pickle starts with b"\x80"; a zlib stream with b"x"
 _MODEL: Final = "m"
+_MODEL_WITHOUT_TEXT: Final = "t"
 _PLAIN: Final = "p"
 _DOMAIN: Final = b"coach.agent_step"
+_DOMAIN_WITH_TEXT: Final = b"coach.agent_step+text"
 
 _CHAT = "livekit.agents.llm.chat_context"
 ALLOWED_GLOBALS: Final[frozenset[tuple[str, str]]] = frozenset(
@@ -79,13 +83,15 @@ ALLOWED_GLOBALS: Final[frozenset[tuple[str, str]]] = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class EncodedStep:
-    """One step as stored: codec name, codec version, HMAC signature and pickle bytes."""
+    """One step as stored: codec name, codec version, HMAC signature and pickle bytes —
+    and the text of its conversation row when the payload left it out."""
 
     seq: int
     codec: str
     version: int
     signature: bytes
     payload: bytes
+    text: str | None = None
 
 
 class _AllowListUnpickler(pickle.Unpickler):
@@ -114,14 +120,24 @@ class StepCodec:
         self._secret = secret
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
 
-    def dumps(self, step: object) -> bytes:
+    def dumps(self, step: object, *, elide_text: bool = False) -> bytes:
         """Encode one step as a version-2 payload (unsigned; :meth:`sign` binds it).
 
+        With ``elide_text`` the step must be a chat message whose ``content`` is one
+        string, which is left out (its conversation row keeps it; sign with ``text``).
         Raises whatever :func:`pickle.dumps` raises for an object it cannot pickle.
         """
         cls = type(step)
         if (cls.__module__, cls.__name__) in self._allowed and hasattr(step, "model_fields"):
-            envelope: tuple[object, ...] = (_MODEL, cls.__module__, cls.__name__, *_state(step))
+            fields, fields_set, private = _state(step)
+            kind = _MODEL
+            if elide_text:
+                del fields["content"]
+                kind = _MODEL_WITHOUT_TEXT
+            # The module of LiveKit's chat items is implied: most steps are those.
+            module = "" if cls.__module__ == _CHAT else cls.__module__
+            envelope: tuple[object, ...] = (kind, module, cls.__name__, fields)
+            envelope += (fields_set, private)
         else:
             envelope = (_PLAIN, step)
         raw = pickle.dumps(envelope, protocol=PICKLE_PROTOCOL)
@@ -129,11 +145,24 @@ class StepCodec:
         return packed if len(packed) < len(raw) else raw
 
     def signature(
-        self, session_id: str, seq: int, payload: bytes, *, codec: str, version: int
+        self,
+        session_id: str,
+        seq: int,
+        payload: bytes,
+        *,
+        codec: str,
+        version: int,
+        text: str | None = None,
     ) -> bytes:
-        """Return the HMAC-SHA256 of a payload bound to its session, position and codec."""
+        """Return the HMAC-SHA256 of a payload bound to its session, position and codec
+        (and to the text it left out, if any)."""
         mac = hmac.new(self._secret, digestmod=hashlib.sha256)
-        for part in (_DOMAIN, codec.encode(), str(version).encode(), session_id.encode()):
+        parts = [codec.encode(), str(version).encode(), session_id.encode()]
+        if text is None:
+            parts.insert(0, _DOMAIN)
+        else:
+            parts[:0] = [_DOMAIN_WITH_TEXT, text.encode("utf-8", "surrogatepass")]
+        for part in parts:
             mac.update(len(part).to_bytes(4, "big"))
             mac.update(part)
         mac.update(seq.to_bytes(8, "big", signed=True))
@@ -141,11 +170,20 @@ class StepCodec:
         return mac.digest()
 
     def sign(
-        self, session_id: str, seq: int, payload: bytes, *, version: int = CODEC_VERSION
+        self,
+        session_id: str,
+        seq: int,
+        payload: bytes,
+        *,
+        version: int = CODEC_VERSION,
+        text: str | None = None,
     ) -> EncodedStep:
-        """Wrap an already encoded payload as the step at ``seq`` of ``session_id``."""
-        signature = self.signature(session_id, seq, payload, codec=CODEC_NAME, version=version)
-        return EncodedStep(seq, CODEC_NAME, version, signature, payload)
+        """Wrap an already encoded payload as the step at ``seq`` of ``session_id``
+        (``text``: the message text the payload left out)."""
+        signature = self.signature(
+            session_id, seq, payload, codec=CODEC_NAME, version=version, text=text
+        )
+        return EncodedStep(seq, CODEC_NAME, version, signature, payload, text)
 
     def encode(self, session_id: str, seq: int, step: object) -> EncodedStep:
         """Pickle and sign one step."""
@@ -163,7 +201,12 @@ class StepCodec:
         if stored.codec != CODEC_NAME or stored.version not in (1, CODEC_VERSION):
             raise CorruptBlob(f"{where}: unknown codec {stored.codec!r} v{stored.version}")
         expected = self.signature(
-            session_id, stored.seq, stored.payload, codec=stored.codec, version=stored.version
+            session_id,
+            stored.seq,
+            stored.payload,
+            codec=stored.codec,
+            version=stored.version,
+            text=stored.text,
         )
         if not hmac.compare_digest(expected, bytes(stored.signature)):
             raise CorruptBlob(f"{where}: signature mismatch")
@@ -173,16 +216,22 @@ class StepCodec:
                 return _AllowListUnpickler(payload, self._allowed).load()
             if payload[:1] == _ZLIB_HEADER:
                 payload = zlib.decompress(payload)
-            return self._restore(_AllowListUnpickler(payload, self._allowed).load())
+            envelope = _AllowListUnpickler(payload, self._allowed).load()
+            return self._restore(envelope, stored.text)
         except Exception as exc:  # any unpickling failure means a corrupt blob
             raise CorruptBlob(f"{where}: {type(exc).__name__}: {exc}") from exc
 
-    def _restore(self, envelope: Any) -> object:
+    def _restore(self, envelope: Any, text: str | None) -> object:
         if envelope[0] == _PLAIN:
             return envelope[1]
         kind, module, name, fields, fields_set, private = envelope
-        if kind != _MODEL or (module, name) not in self._allowed:
+        module = module or _CHAT
+        if kind not in (_MODEL, _MODEL_WITHOUT_TEXT) or (module, name) not in self._allowed:
             raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
+        if kind == _MODEL_WITHOUT_TEXT:
+            if text is None:
+                raise pickle.UnpicklingError("the step's text is missing")
+            fields = {**fields, "content": [text]}
         cls = getattr(importlib.import_module(module), name)
         values = {
             field_name: factory() if factory is not None else default
@@ -204,7 +253,7 @@ class StepCodec:
 def _state(model: Any) -> tuple[dict[str, Any], tuple[str, ...], object]:
     """A pydantic model's fields that differ from their defaults, its set fields and its
     private attributes: all that is needed to build it again."""
-    defaults = _defaults(type(model))
+    defaults = _defaults(type(model))  # type: ignore[arg-type]
     fields = {
         name: value
         for name, value in model.__dict__.items()

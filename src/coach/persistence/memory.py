@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Final
 
 from sqlalchemy import select
@@ -18,13 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import CorruptBlob, InvalidWrite
 from .codec import EncodedStep, StepCodec
-from .schema import AgentStep
+from .schema import AgentStep, SessionConversation
 from .sql import AGENT_STEPS, SESSIONS, AnyRow, AnySelect
 
 __all__ = [
     "decode_or_empty",
     "encode_rows",
     "insert_steps",
+    "message_text",
     "step_window",
     "steps_select",
     "stored_count",
@@ -41,21 +41,44 @@ _COLUMNS: Final = (
 )
 
 
+def message_text(step: object) -> tuple[str, str] | None:
+    """``(role, text)`` of a chat message whose content is one string (its text can live
+    in the conversation row alone), else ``None``."""
+    content = getattr(step, "content", None)
+    role = getattr(step, "role", None)
+    if isinstance(role, str) and isinstance(content, list) and len(content) == 1:
+        if isinstance(content[0], str):
+            return role, content[0]
+    return None
+
+
 def encode_rows(
-    codec: StepCodec, session_id: str, start: int, steps: Sequence[object], now: datetime
+    codec: StepCodec,
+    session_id: str,
+    start: int,
+    steps: Sequence[object],
+    *,
+    shared: Sequence[bool] = (),
 ) -> list[dict[str, Any]]:
     """Encode and sign ``steps`` as the rows at ``start, start + 1, ...``.
+
+    ``shared[i]`` says that step ``i`` is a message whose text is a conversation row
+    written in the same transaction: its payload leaves the text out, and the caller
+    sets the row's ``message_id``.
 
     Raises:
         InvalidWrite: A step cannot be pickled (nothing is written).
     """
     rows = []
-    for seq, step in enumerate(steps, start=start):
+    for index, step in enumerate(steps):
+        seq = start + index
+        elide = index < len(shared) and shared[index]
         try:
-            payload = codec.dumps(step)
+            payload = codec.dumps(step, elide_text=elide)
         except Exception as exc:  # pickle raises PicklingError, TypeError, AttributeError
             raise InvalidWrite(f"memory step {seq} cannot be pickled: {exc}") from exc
-        encoded = codec.sign(session_id, seq, payload)
+        text = message_text(step) if elide else None
+        encoded = codec.sign(session_id, seq, payload, text=text[1] if text else None)
         rows.append(
             {
                 "session_id": session_id,
@@ -64,7 +87,7 @@ def encode_rows(
                 "version": encoded.version,
                 "signature": encoded.signature,
                 "payload": payload,
-                "created_at": now,
+                "message_id": None,
             }
         )
     return rows
@@ -101,9 +124,11 @@ def step_window(
 
 
 def steps_select(session_id: str, first: int, end: int) -> AnySelect:
-    """The rows at positions ``first .. end - 1`` in order (served by the primary key)."""
+    """The rows at positions ``first .. end - 1`` in order (served by the primary key),
+    each with the text of its conversation row when it has one."""
     return (
-        select(*_COLUMNS)
+        select(*_COLUMNS, SessionConversation.content)
+        .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
         .where(AgentStep.session_id == session_id, AgentStep.seq >= first, AgentStep.seq < end)
         .order_by(AgentStep.seq)
     )

@@ -209,7 +209,10 @@ class AgentStep(Base):
     version: Mapped[int] = mapped_column(Integer)
     signature: Mapped[bytes] = mapped_column(LargeBinary(32))
     payload: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    message_id: Mapped[int | None] = mapped_column(_BigId)
+    """The conversation row holding this message's text (left out of ``payload``)."""
+    created_at: Mapped[datetime | None] = mapped_column()
+    """Not written since codec version 2: a chat item carries its own time."""
 
 
 class SessionState(_Audit, Base):
