@@ -8,6 +8,7 @@ import pytest
 
 from coach.errors import InvalidWrite, SessionNotFound, StorageError
 from coach.persistence import Repository
+from coach.store import PhaseDone
 
 
 async def test_get_or_create_user_is_idempotent_and_race_safe(repo: Repository) -> None:
@@ -85,3 +86,16 @@ async def test_invalid_status_is_refused_and_nothing_changes(repo: Repository) -
 async def test_update_unknown_session(repo: Repository) -> None:
     with pytest.raises(SessionNotFound, match="^Session nope not found$"):
         await repo.update_session("nope", status="failed")
+
+
+async def test_a_session_created_with_its_first_phase_is_never_listed_without_it(
+    repo: Repository,
+) -> None:
+    user = await repo.get_or_create_user("first-phase")
+    done = PhaseDone("challenge", "Challenge", "SYS", "commuting", "commuting")
+    session = await repo.create_session(user.id, "commuting", first_phase=done)
+    [listed] = await repo.get_user_sessions(user.id)
+    assert listed.completed_phases == session.completed_phases == 1
+    [output] = await repo.get_phase_outputs(session.id)
+    assert (output.status, output.system_prompt, output.output) == ("completed", "SYS", "commuting")
+    assert (await repo.resume_session(session.id, user_id=user.id)).next_phase_id == "empathize"

@@ -10,7 +10,7 @@ from livekit.agents import RunContext, ToolError, function_tool
 
 from ..errors import ResumeError
 from ..state import design
-from ..store import SessionRecord
+from ..store import PhaseDone, SessionRecord
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for
 from .restore import resumed_agent
@@ -161,25 +161,26 @@ class DesignCoach(CoachAgentBase):
         if not challenge or len(challenge) > MAX_CHALLENGE:
             raise ToolError(f"The challenge must be 1 to {MAX_CHALLENGE} characters.")
         phase = userdata.prompts.manifest.owned_by("coach")[0]
+        prompt = self.render_instructions(userdata)
         if userdata.session_id is None:
+            # Session and challenge in one transaction: a session is never listed
+            # without a phase to resume from, whenever the process dies.
+            done = PhaseDone(phase.id, phase.name, prompt, challenge, challenge)
             session = await userdata.store.create_session(
-                userdata.user_id, challenge, room=userdata.room
+                userdata.user_id, challenge, room=userdata.room, first_phase=done
             )
             userdata.session_id = session.id
             userdata.state.attach(session.id)
         else:
-            userdata.recorder.session_changed(userdata.session_id, design_challenge=challenge)
+            recorder = userdata.recorder
+            recorder.session_changed(userdata.session_id, design_challenge=challenge)
+            recorder.phase_started(
+                userdata.session_id, phase, system_prompt=prompt, user_input=challenge
+            )
+            recorder.phase_finished(userdata.session_id, phase, output=challenge)
         userdata.design_challenge = challenge
         userdata.status = "in_progress"
         userdata.current_phase_id = phase.id
-        recorder = userdata.recorder
-        recorder.phase_started(
-            userdata.session_id,
-            phase,
-            system_prompt=self.render_instructions(userdata),
-            user_input=challenge,
-        )
-        recorder.phase_finished(userdata.session_id, phase, output=challenge)
         userdata.mark_completed(phase.id, challenge)
         self.show_in_view(userdata)
         data, change = design.set_challenge(userdata.state.data, challenge)

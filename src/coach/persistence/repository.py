@@ -28,6 +28,7 @@ from ..store import (
     AddMessage,
     AppendSteps,
     MessageRecord,
+    PhaseDone,
     PhaseOutputRecord,
     ResumeResult,
     SavePhaseOutput,
@@ -189,21 +190,54 @@ class Repository:
         return UserRecord(*rows[0]) if rows else None
 
     async def create_session(
-        self, user_id: str, design_challenge: str | None = None, *, room: str | None = None
+        self,
+        user_id: str,
+        design_challenge: str | None = None,
+        *,
+        room: str | None = None,
+        first_phase: PhaseDone | None = None,
     ) -> SessionRecord:
         """Create an ``in_progress`` session (and its empty state) for ``user_id``.
 
-        ``room`` is the LiveKit room it runs in (see :meth:`find_room_session`).
+        ``room`` is the LiveKit room it runs in (see :meth:`find_room_session`);
+        ``first_phase`` is stored as completed in the same transaction (the challenge),
+        so the session is never listed without a phase to resume from.
         """
         now = self._clock()
+        session_id = new_id()
+        outputs = []
+        if first_phase is not None:
+            done = first_phase
+            outputs.append(
+                SavePhaseOutput(
+                    session_id,
+                    done.phase_id,
+                    done.phase_name,
+                    "completed",
+                    done.system_prompt,
+                    done.user_input,
+                    done.output,
+                )
+            )
+        plan = Plan.of(outputs, self._codec, self._clock)
+        completed = 1 if first_phase is not None and first_phase.phase_id in self._phase_ids else 0
         record = SessionRecord(
-            new_id(), user_id, design_challenge, "in_progress", None, None, now, now, 0, room
+            session_id,
+            user_id,
+            design_challenge,
+            "in_progress",
+            None,
+            None,
+            now,
+            now,
+            completed,
+            room,
         )
 
         async def op(conn: AsyncConnection) -> SessionRecord:
             await conn.execute(
                 insert(SessionRow).values(
-                    id=record.id,
+                    id=session_id,
                     user_id=user_id,
                     design_challenge=design_challenge,
                     status="in_progress",
@@ -215,7 +249,7 @@ class Repository:
             )
             await conn.execute(
                 insert(SessionState).values(
-                    session_id=record.id,
+                    session_id=session_id,
                     step=0,
                     data={},
                     template={},
@@ -224,6 +258,7 @@ class Repository:
                     updated_at=now,
                 )
             )
+            await plan.apply(conn)
             return record
 
         return await run_transaction(self._writer, op, what="create_session")

@@ -4,7 +4,15 @@ implementation is :mod:`coach.persistence`.
 """
 
 from ..state.resume import HistoryMessage, ResumeContext
-from .ops import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
+from .ops import (
+    AddMessage,
+    AppendSteps,
+    PhaseDone,
+    SavePhaseOutput,
+    UpdateSession,
+    WriteOp,
+    WriteZone,
+)
 from .protocol import Store
 from .records import (
     MessageRecord,
@@ -20,6 +28,7 @@ __all__ = [
     "AppendSteps",
     "HistoryMessage",
     "MessageRecord",
+    "PhaseDone",
     "PhaseOutputRecord",
     "ResumeContext",
     "ResumeResult",

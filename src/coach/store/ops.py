@@ -12,7 +12,15 @@ from typing import Any
 
 from ..state.zones import DeltaSpec
 
-__all__ = ["AddMessage", "AppendSteps", "SavePhaseOutput", "UpdateSession", "WriteOp", "WriteZone"]
+__all__ = [
+    "AddMessage",
+    "AppendSteps",
+    "PhaseDone",
+    "SavePhaseOutput",
+    "UpdateSession",
+    "WriteOp",
+    "WriteZone",
+]
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,18 @@ class SavePhaseOutput:
     user_input: str | None = None
     output: str | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class PhaseDone:
+    """A phase completed as its session is created (the challenge): stored in the same
+    transaction, so a listed session always has something to resume from."""
+
+    phase_id: str
+    phase_name: str
+    system_prompt: str | None
+    user_input: str | None
+    output: str | None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..state.zones import Delta, DeltaSpec
-from .ops import WriteOp
+from .ops import PhaseDone, WriteOp
 from .records import (
     MessageRecord,
     PhaseOutputRecord,
@@ -50,9 +50,15 @@ class Store(Protocol):
         ...
 
     async def create_session(
-        self, user_id: str, design_challenge: str | None = None, *, room: str | None = None
+        self,
+        user_id: str,
+        design_challenge: str | None = None,
+        *,
+        room: str | None = None,
+        first_phase: PhaseDone | None = None,
     ) -> SessionRecord:
-        """A new ``in_progress`` session (and its empty state) of ``user_id``."""
+        """A new ``in_progress`` session (and its empty state) of ``user_id``, with
+        ``first_phase`` completed in the same transaction."""
         ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
