@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from coach.errors import StorageError
-from coach.persistence import Repository, create_engine, open_repository
-from coach.persistence.engine import is_transient, run_transaction, write_engine
+from coach.persistence import Repository, open_repository
+from coach.persistence.engine import Database, is_transient
 from coach.state import DeltaSpec
 
 
@@ -28,15 +28,15 @@ async def test_writes_lock_what_orders_them(repo: Repository) -> None:
     def record(*args: Any) -> None:
         seen.append(str(args[2]).upper())
 
-    event.listen(repo.engine.sync_engine, "before_cursor_execute", record)
+    event.listen(repo.sync_engine, "before_cursor_execute", record)
     try:
         await repo.update_data(
             sid, {}, DeltaSpec(trigger="system", source="system", delta_type="add", path="data")
         )
         await repo.get_state(sid)
     finally:
-        event.remove(repo.engine.sync_engine, "before_cursor_execute", record)
-    if repo.engine.dialect.name == "sqlite":
+        event.remove(repo.sync_engine, "before_cursor_execute", record)
+    if repo.dialect == "sqlite":
         assert seen.count("BEGIN IMMEDIATE") == 1  # the write
         assert seen.count("BEGIN") == 1  # the read stays deferred
     else:
@@ -54,28 +54,27 @@ def test_transient_errors() -> None:
 
 
 async def test_transient_failures_are_retried(sqlite_url: str) -> None:
-    engine = create_engine(sqlite_url)
-    write = write_engine(engine)
+    database = Database(sqlite_url)
     calls = 0
 
-    async def op(conn: AsyncConnection) -> int:
+    def op(conn: Connection) -> int:
         nonlocal calls
         calls += 1
         if calls < 3:
             raise _locked()
-        return int((await conn.execute(text("SELECT 7"))).scalar_one())
+        return int(conn.execute(text("SELECT 7")).scalar_one())
 
     try:
-        assert await run_transaction(write, op) == 7
+        assert await database.run(op, write=True, what="test") == 7
         assert calls == 3
         calls = -10
         with pytest.raises(StorageError, match="database is locked") as caught:
-            await run_transaction(write, op, attempts=2)
+            await database.run(op, write=True, what="test", attempts=2)
         assert isinstance(caught.value.__cause__, OperationalError)
         assert caught.value.transient  # a locked database passes by itself
         assert calls == -8
     finally:
-        await engine.dispose()
+        await database.dispose()
 
 
 async def test_unreachable_database_is_a_storage_error(memory_secret: bytes) -> None:

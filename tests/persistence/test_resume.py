@@ -150,11 +150,11 @@ def _statements(repo: Repository) -> Iterator[list[str]]:
     def _record(*args: Any) -> None:
         seen.append(str(args[2]))
 
-    event.listen(repo.engine.sync_engine, "before_cursor_execute", _record)
+    event.listen(repo.sync_engine, "before_cursor_execute", _record)
     try:
         yield seen
     finally:
-        event.remove(repo.engine.sync_engine, "before_cursor_execute", _record)
+        event.remove(repo.sync_engine, "before_cursor_execute", _record)
 
 
 async def test_resume_reads_a_bounded_window(repo: Repository) -> None:

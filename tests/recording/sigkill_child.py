@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import event
 
+from coach.persistence import Repository
 from coach.runtime import Runtime
 from coach.settings import Settings
 
@@ -51,7 +52,8 @@ async def main() -> None:
     runtime = await Runtime.open(Settings())
     session, model, watcher = await start_visit(runtime, identity="kim")
     armed = {"turn": -1}
-    engine = runtime.store.engine.sync_engine
+    assert isinstance(runtime.store, Repository)
+    engine = runtime.store.sync_engine
 
     @event.listens_for(engine, "before_cursor_execute")
     def _note_insert(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
@@ -62,7 +64,7 @@ async def main() -> None:
     def _stop_before_commit(conn: Any) -> None:
         if conn.info.pop("coach_test_inserted", False):
             emit("in_commit", watcher, armed["turn"], runtime)
-            time.sleep(600)  # blocks the event loop mid-transaction until SIGKILL
+            time.sleep(600)  # blocks the transaction before its COMMIT until SIGKILL
 
     turn = 0
     while line := await asyncio.to_thread(sys.stdin.readline):

@@ -23,7 +23,7 @@ import pytest
 from livekit.agents import llm
 from sqlalchemy.engine import make_url
 
-from coach.persistence import Repository, create_engine, open_repository
+from coach.persistence import Database, Repository, open_repository
 from coach.prompts import load_prompts
 from coach.recording import Recorder, RecorderStats
 from coach.runtime import Runtime
@@ -125,7 +125,7 @@ async def open_runtime(url: str) -> Runtime:
     )
     prompts = load_prompts(settings.prompts_dir)
     store = Repository(
-        create_engine(url, busy_timeout_ms=250),
+        Database(url, busy_timeout_ms=250),
         secret=settings.memory_secret,
         phase_ids=prompts.manifest.ids,
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from ..errors import InvalidWrite
 from ..state.zones import Delta
@@ -124,7 +124,7 @@ class Plan:
         else:
             raise InvalidWrite(f"unknown write op: {type(op).__name__}")
 
-    async def apply(self, conn: AsyncConnection) -> Applied:
+    def apply(self, conn: Connection) -> Applied:
         """Write the batch on ``conn`` (inside the caller's transaction).
 
         Sessions are updated in id order — one statement each, which claims the memory
@@ -141,16 +141,16 @@ class Plan:
             values = {**fields, "updated_at": now} if fields is not None else {}
             append = self.appends.get(sid)
             claim = (append[0], len(append[1])) if append is not None else None
-            await apply_session_write(conn, sid, values, steps=claim)
+            apply_session_write(conn, sid, values, steps=claim)
         for sid in sorted(self.zone_writes):
-            applied.states[sid] = await write_zones(conn, sid, self.zone_writes[sid], now)
+            applied.states[sid] = write_zones(conn, sid, self.zone_writes[sid], now)
         if self.messages:
-            applied.message_ids = await insert_messages(conn, self.messages)
+            applied.message_ids = insert_messages(conn, self.messages)
         for step, message in self.text_links:
             self.step_rows[step]["message_id"] = applied.message_ids[message]
-        await insert_steps(conn, self.step_rows)
+        insert_steps(conn, self.step_rows)
         if self.phase_outputs:
-            applied.phase_outputs = await save_phase_outputs(conn, self.phase_outputs)
+            applied.phase_outputs = save_phase_outputs(conn, self.phase_outputs)
         return applied
 
     @property

@@ -14,8 +14,9 @@ only the fields that differ from their defaults (not the whole pydantic state wi
 every field name), and the pickle is zlib-compressed when that is smaller. A message
 whose text is also a conversation row leaves the text out (``elide_text``): the row
 supplies it on load, and the signature binds that text too, so the step still comes
-back exactly or not at all. Version 1 (a plain pickle of the object, written by earlier
-releases) still decodes; migration 0003 converts stored rows to version 2.
+back exactly or not at all. Its signature is the first 128 bits of the HMAC. Version 1
+(a plain pickle of the object, with the full 256-bit HMAC), written by earlier
+releases, still decodes; migration 0003 converts stored rows to version 2.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class StepCodec:
         Raises whatever :func:`pickle.dumps` raises for an object it cannot pickle.
         """
         cls = type(step)
-        if (cls.__module__, cls.__name__) in self._allowed and hasattr(step, "model_fields"):
+        if (cls.__module__, cls.__name__) in self._allowed and hasattr(cls, "model_fields"):
             fields, fields_set, private = _state(step)
             kind = _MODEL
             if elide_text:
@@ -167,7 +168,9 @@ class StepCodec:
             mac.update(part)
         mac.update(seq.to_bytes(8, "big", signed=True))
         mac.update(payload)
-        return mac.digest()
+        # Version 2 keeps the first 128 bits (HMAC-SHA256-128): as strong against forgery
+        # as needed here, and half the bytes on every stored step.
+        return mac.digest() if version == 1 else mac.digest()[:16]
 
     def sign(
         self,

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from sqlalchemy import and_, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from ..errors import InvalidRole, InvalidWrite
 from ..store import AddMessage
@@ -21,6 +21,9 @@ __all__ = ["conversation_select", "insert_messages", "message_row", "window_sele
 
 _C = SessionConversation
 _COLUMNS: Final = (_C.id, _C.session_id, _C.phase_id, _C.role, _C.content, _C.interrupted)
+
+
+_INSERT: Final = CONVERSATIONS.insert().returning(CONVERSATIONS.c.id, sort_by_parameter_order=True)
 
 
 def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
@@ -39,10 +42,9 @@ def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
     }
 
 
-async def insert_messages(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[int]:
+def insert_messages(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
     """Insert the rows in one statement; return their ids in order."""
-    stmt = CONVERSATIONS.insert().returning(CONVERSATIONS.c.id, sort_by_parameter_order=True)
-    return list((await conn.scalars(stmt, rows)).all())
+    return list(conn.scalars(_INSERT, rows).all())
 
 
 def conversation_select(

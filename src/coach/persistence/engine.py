@@ -8,10 +8,14 @@
 * **PostgreSQL** (``postgresql+asyncpg``): a pool of ``pool_size`` + ``max_overflow``
   connections with ``pool_pre_ping``; writers lock the rows that order them
   (``SELECT ... FOR NO KEY UPDATE``) inside the transaction.
-* :func:`run_transaction` runs one unit of work on one connection in one transaction
-  (SQLAlchemy Core: no ORM session, no identity map), retries transient failures a
-  bounded number of times and wraps every driver error in
+* :class:`Database` runs units of work: plain functions over one SQLAlchemy Core
+  ``Connection`` in one transaction. On PostgreSQL they run on the event loop through
+  asyncpg (``run_sync``); on SQLite, whose driver is a blocking library, each runs whole
+  in a worker thread of the database's own pool over the sqlite3 driver — one thread
+  hand-off per transaction, not several per statement. Either way transient failures
+  are retried a bounded number of times and every driver error is wrapped in
   :class:`~coach.errors.StorageError`, saying whether it may pass by itself.
+* :func:`create_engine` gives the async engine that migrations and tooling use.
 """
 
 from __future__ import annotations
@@ -19,24 +23,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from sqlalchemy import create_engine as _create_sync_engine
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
+from sqlalchemy.pool import StaticPool
 
 from ..errors import CoachError, InvalidWrite, StorageError
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
+    "Database",
     "create_engine",
     "is_transient",
     "normalize_url",
-    "run_transaction",
     "write_engine",
 ]
 
@@ -104,8 +111,10 @@ def create_engine(
     )
 
 
-def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+def _configure_sqlite(engine: AsyncEngine | Engine, busy_timeout_ms: int) -> None:
+    sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+
+    @event.listens_for(sync, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # We emit BEGIN ourselves (see _on_begin); the driver must not.
         dbapi_connection.isolation_level = None
@@ -118,7 +127,7 @@ def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:
         finally:
             cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(sync, "begin")
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get(_WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -162,42 +171,100 @@ def is_transient(exc: BaseException, *, committing: bool = False) -> bool:
     return False
 
 
-async def run_transaction(
-    engine: AsyncEngine,
-    op: Callable[[AsyncConnection], Awaitable[T]],
-    *,
-    attempts: int = DEFAULT_ATTEMPTS,
-    what: str = "database operation",
-) -> T:
-    """Run ``op`` on one connection in one transaction, committing when it returns.
+class _CommitFailed(Exception):
+    """A failure while committing: the transaction may have landed."""
 
-    Pass :func:`write_engine` of the engine for a write (it takes the lock up front).
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
-    Transient failures (SQLite lock timeouts, PostgreSQL serialization failures and
-    deadlocks, connections lost before the commit) are retried up to ``attempts``
-    times with a short jittered backoff. :class:`~coach.errors.CoachError` raised by
-    ``op`` rolls back and propagates unchanged.
 
-    Raises:
-        StorageError: When the database fails for good; the driver error is the cause and
-            ``transient`` says whether the failure may pass by itself (an outage) or not.
+def _transact(conn: Connection, op: Callable[[Connection], T]) -> T:
+    transaction = conn.begin()
+    try:
+        result = op(conn)
+    except BaseException:
+        transaction.rollback()
+        raise
+    try:
+        transaction.commit()
+    except (SQLAlchemyError, OSError) as exc:
+        raise _CommitFailed(exc) from exc
+    return result
+
+
+class Database:
+    """Where coach's units of work run: one transaction each, retried when transient.
+
+    Args:
+        url: A SQLAlchemy URL (``sqlite://`` or ``postgresql://``, any driver named).
+        pool_size: Connections (PostgreSQL pool; SQLite worker threads).
+        max_overflow: PostgreSQL pool overflow.
+        busy_timeout_ms: How long a SQLite writer waits for the write lock.
     """
-    for attempt in range(1, attempts + 1):
-        committing = False
-        try:
-            async with engine.begin() as conn:
-                result = await op(conn)
-                committing = True
-            return result
-        except CoachError:
-            raise
-        except (UnicodeError, ValueError, TypeError) as exc:
-            # Bad content (a lone surrogate, a NUL byte, a value the driver cannot bind):
-            # retrying cannot help, and the message may quote it, so name only the type.
-            raise InvalidWrite(
-                f"{what}: the driver refused a value ({type(exc).__name__})"
-            ) from exc
-        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+
+    def __init__(
+        self,
+        url: str | URL,
+        *,
+        pool_size: int = 5,
+        max_overflow: int = 10,
+        busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    ) -> None:
+        parsed = normalize_url(url)
+        self._async: AsyncEngine | None = None
+        self._sync: Engine | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        if parsed.get_backend_name() == "sqlite":
+            self._sync = _sqlite_engine(parsed, pool_size, busy_timeout_ms)
+            workers = 1 if isinstance(self._sync.pool, StaticPool) else pool_size
+            self._threads = ThreadPoolExecutor(workers, thread_name_prefix="coach-db")
+            self.sync_engine = self._sync
+        else:
+            self._async = create_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
+            self.sync_engine = self._async.sync_engine
+        self.url = parsed
+        self.dialect = self.sync_engine.dialect.name
+        """The dialect's name: ``sqlite`` or ``postgresql``."""
+
+    async def run(
+        self,
+        op: Callable[[Connection], T],
+        *,
+        write: bool,
+        what: str,
+        attempts: int = DEFAULT_ATTEMPTS,
+    ) -> T:
+        """Run ``op`` on one connection in one transaction, committing when it returns.
+
+        ``write`` takes the write lock up front (SQLite: ``BEGIN IMMEDIATE``). Transient
+        failures (SQLite lock timeouts, PostgreSQL serialization failures and deadlocks,
+        connections lost before the commit) are retried up to ``attempts`` times with a
+        short jittered backoff. :class:`~coach.errors.CoachError` raised by ``op`` rolls
+        back and propagates unchanged.
+
+        Raises:
+            InvalidWrite: The driver refused a value (bad content); nothing is written.
+            StorageError: The database failed for good; the driver error is the cause,
+                and ``transient`` says whether the failure may pass by itself.
+        """
+        options = {_WRITE_OPTION: True} if write else {}
+        for attempt in range(1, attempts + 1):
+            committing = False
+            try:
+                return await self._once(op, options)
+            except CoachError:
+                raise
+            except _CommitFailed as failed:
+                committing, exc = True, failed.error
+            except (UnicodeError, ValueError, TypeError) as refused:
+                # Bad content (a lone surrogate, a NUL byte, a value the driver cannot
+                # bind): retrying cannot help, and the message may quote it.
+                raise InvalidWrite(
+                    f"{what}: the driver refused a value ({type(refused).__name__})"
+                ) from refused
+            except (SQLAlchemyError, OSError, TimeoutError) as failure:
+                exc = failure
             if attempt < attempts and is_transient(exc, committing=committing):
                 delay = 0.05 * 2 ** (attempt - 1) * (1 + random.random())
                 log.warning(
@@ -206,10 +273,48 @@ async def run_transaction(
                 )
                 await asyncio.sleep(delay)
                 continue
-            error = StorageError(f"{what} failed: {_describe(exc)}")
-            error.transient = is_transient(exc)
-            raise error from exc
-    raise AssertionError("unreachable")  # pragma: no cover
+            wrapped = StorageError(f"{what} failed: {_describe(exc)}")
+            wrapped.transient = is_transient(exc)
+            raise wrapped from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _once(self, op: Callable[[Connection], T], options: dict[str, Any]) -> T:
+        if self._sync is not None:
+            if self._threads is None:
+                raise StorageError("the database is closed")
+            engine = self._sync.execution_options(**options) if options else self._sync
+
+            def unit() -> T:
+                with engine.connect() as conn:
+                    return _transact(conn, op)
+
+            return await asyncio.get_running_loop().run_in_executor(self._threads, unit)
+        assert self._async is not None
+        engine_async = self._async.execution_options(**options) if options else self._async
+        async with engine_async.connect() as conn:
+            return await conn.run_sync(_transact, op)
+
+    async def dispose(self) -> None:
+        """Close every connection (and the SQLite worker threads); idempotent."""
+        if self._async is not None:
+            await self._async.dispose()
+        if self._sync is not None and self._threads is not None:
+            threads, self._threads = self._threads, None
+            await asyncio.get_running_loop().run_in_executor(threads, self._sync.dispose)
+            threads.shutdown(wait=False)
+
+
+def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int) -> Engine:
+    url = url.set(drivername="sqlite+pysqlite")
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
+    if url.database and url.database != ":memory:":
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs.update(pool_size=pool_size, max_overflow=0)
+    else:  # one connection, or each thread would see its own empty database
+        kwargs["poolclass"] = StaticPool
+    engine = _create_sync_engine(url, **kwargs)
+    _configure_sqlite(engine, busy_timeout_ms)
+    return engine
 
 
 def _describe(exc: BaseException) -> str:

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import Connection
 
 from ..errors import CorruptBlob, InvalidWrite
 from .codec import EncodedStep, StepCodec
@@ -50,6 +50,11 @@ def message_text(step: object) -> tuple[str, str] | None:
         if isinstance(content[0], str):
             return role, content[0]
     return None
+
+
+_INSERT: Final = AGENT_STEPS.insert()
+_COUNT: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
+_COUNT_LOCKED: Final = _COUNT.with_for_update(key_share=True)
 
 
 def encode_rows(
@@ -93,19 +98,16 @@ def encode_rows(
     return rows
 
 
-async def insert_steps(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+def insert_steps(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert encoded rows (one statement)."""
     if rows:
-        await conn.execute(AGENT_STEPS.insert(), rows)
+        conn.execute(_INSERT, rows)
 
 
-async def stored_count(conn: AsyncConnection, session_id: str, *, lock: bool = False) -> int | None:
+def stored_count(conn: Connection, session_id: str, *, lock: bool = False) -> int | None:
     """The session's stored step count (``None``: no such session); ``lock`` holds the
     session row until the transaction ends."""
-    stmt = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == session_id)
-    if lock:
-        stmt = stmt.with_for_update(key_share=True)
-    count = await conn.scalar(stmt)
+    count = conn.execute(_COUNT_LOCKED if lock else _COUNT, {"b_id": session_id}).scalar()
     return None if count is None else int(count)
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Final
 
 from sqlalchemy import func, null, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from ..store import PhaseOutputRecord, SavePhaseOutput
 from .schema import PHASE_STATUSES, PhaseOutput, new_id
@@ -35,8 +35,8 @@ def check_phase_output(op: SavePhaseOutput) -> None:
     check_status(op.status, PHASE_STATUSES, "phase")
 
 
-async def save_phase_outputs(
-    conn: AsyncConnection, ops: list[tuple[SavePhaseOutput, datetime]]
+def save_phase_outputs(
+    conn: Connection, ops: list[tuple[SavePhaseOutput, datetime]]
 ) -> list[PhaseOutputRecord]:
     """Upsert each output (with its time) in order; ``None`` prompts and output keep the
     stored value."""
@@ -68,7 +68,7 @@ async def save_phase_outputs(
                 "updated_at": new.updated_at,
             },
         ).returning(*(PHASE_OUTPUTS.c[c.key] for c in _COLUMNS))
-        records.append(PhaseOutputRecord(*(await conn.execute(stmt)).one()))
+        records.append(PhaseOutputRecord(*(conn.execute(stmt)).one()))
     return records
 
 

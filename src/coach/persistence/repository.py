@@ -1,8 +1,9 @@
 """The repository: the seed-named API over SQLite or PostgreSQL (implements
 :class:`~coach.store.Store`).
 
-A small façade. Every public method is one transaction on one connection
-(:func:`~coach.persistence.engine.run_transaction`) and returns frozen records. Every
+A small façade. Every public method is one unit of work — one transaction on one
+connection, run by :class:`~coach.persistence.engine.Database` — and returns frozen
+records. Every
 write — the recorder's group commit and each seed-named single write alike — is a
 batch of :mod:`~coach.store.ops` applied by :class:`~.batch.Plan`; the statements live
 in one module per aggregate (:mod:`.sessions`, :mod:`.phases`, :mod:`.conversation`,
@@ -12,14 +13,14 @@ in one module per aggregate (:mod:`.sessions`, :mod:`.phases`, :mod:`.conversati
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import insert, select
-from sqlalchemy.engine import URL
+from sqlalchemy import Engine, insert, select
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InvalidWrite, SessionNotFound, StorageError
 from ..state.resume import DEFAULT_MAX_PAIRS
@@ -42,7 +43,7 @@ from ..store import (
 from .batch import Applied, Plan
 from .codec import StepCodec
 from .conversation import conversation_select
-from .engine import create_engine, run_transaction, write_engine
+from .engine import Database, create_engine
 from .memory import decode_or_empty, step_window, steps_select, stored_count
 from .migrate import upgrade
 from .phases import outputs_select
@@ -76,30 +77,28 @@ class Repository:
     """Async access to everything coach stores; safe to share between tasks.
 
     Args:
-        engine: The engine (see :func:`~coach.persistence.engine.create_engine`).
+        database: Where the units of work run (see
+            :class:`~coach.persistence.engine.Database`); closed by :meth:`aclose`.
         secret: The HMAC key of memory steps (``Settings.memory_secret``).
         phase_ids: The manifest's phase ids, in order; used for progress and resume.
         clock: Returns the current UTC time; tests pass a fixed clock.
-        owns_engine: Dispose of the engine in :meth:`aclose`.
     """
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        database: Database,
         *,
         secret: bytes,
         phase_ids: Sequence[str] = DEFAULT_PHASE_IDS,
         clock: Callable[[], datetime] = utcnow,
-        owns_engine: bool = True,
     ) -> None:
         if not phase_ids:
             raise ValueError("phase_ids must name at least one phase")
-        self._engine = engine
-        self._writer = write_engine(engine)
+        self._db = database
+        self._engine: AsyncEngine | None = None
         self._codec = StepCodec(secret)
         self._phase_ids = tuple(phase_ids)
         self._clock = clock
-        self._owns_engine = owns_engine
 
     @property
     def phase_ids(self) -> tuple[str, ...]:
@@ -107,13 +106,27 @@ class Repository:
         return self._phase_ids
 
     @property
+    def dialect(self) -> str:
+        """The database's dialect: ``sqlite`` or ``postgresql``."""
+        return self._db.dialect
+
+    @property
+    def sync_engine(self) -> Engine:
+        """The engine the units of work run on (for event hooks: what is executed)."""
+        return self._db.sync_engine
+
+    @property
     def engine(self) -> AsyncEngine:
-        """The engine this repository runs on."""
+        """An async engine on the same database, for raw SQL and tooling (made on first
+        use, closed with the repository)."""
+        if self._engine is None:
+            self._engine = create_engine(self._db.url, pool_size=1, max_overflow=2)
         return self._engine
 
     async def aclose(self) -> None:
-        """Close the repository (disposes of the engine's connections if it owns them)."""
-        if self._owns_engine:
+        """Close the repository and its connections."""
+        await self._db.dispose()
+        if self._engine is not None:
             await self._engine.dispose()
 
     async def __aenter__(self) -> Repository:
@@ -124,14 +137,11 @@ class Repository:
 
     # -- plumbing -------------------------------------------------------------------
 
-    async def _read(self, op: Callable[[AsyncConnection], Awaitable[T]], what: str) -> T:
-        return await run_transaction(self._engine, op, what=what)
+    async def _read(self, op: Callable[[Connection], T], what: str) -> T:
+        return await self._db.run(op, write=False, what=what)
 
     async def _rows(self, stmt: Any, what: str) -> list[Any]:
-        async def op(conn: AsyncConnection) -> list[Any]:
-            return list((await conn.execute(stmt)).all())
-
-        return await self._read(op, what)
+        return await self._read(lambda conn: list(conn.execute(stmt).all()), what)
 
     async def _apply(self, ops: Sequence[WriteOp], what: str) -> Applied:
         """The one write path: check ``ops``, then write them in one transaction."""
@@ -142,22 +152,16 @@ class Repository:
             plan = await asyncio.to_thread(Plan.of, ops, self._codec, self._clock)
         return await self._transact(plan, plan.apply, what)
 
-    async def _transact(
-        self, plan: Plan, op: Callable[[AsyncConnection], Awaitable[T]], what: str
-    ) -> T:
+    async def _transact(self, plan: Plan, op: Callable[[Connection], T], what: str) -> T:
         try:
-            return await run_transaction(self._writer, op, what=what)
+            return await self._db.run(op, write=True, what=what)
         except StorageError as exc:
             # A message or phase output of an unknown session breaks its foreign key;
             # name the session (only on this failure path does it cost a read).
             if isinstance(exc.__cause__, IntegrityError):
-                found = set(
-                    await self._rows(
-                        select(SESSIONS.c.id).where(SESSIONS.c.id.in_(plan.session_ids)),
-                        what,
-                    )
-                )
-                missing = sorted(plan.session_ids - {sid for (sid,) in found})
+                stmt = select(SESSIONS.c.id).where(SESSIONS.c.id.in_(plan.session_ids))
+                found = {sid for (sid,) in await self._rows(stmt, what)}
+                missing = sorted(plan.session_ids - found)
                 if missing:
                     raise SessionNotFound(missing[0]) from exc
             raise
@@ -177,9 +181,9 @@ class Repository:
         if not identity:
             raise InvalidWrite("identity must not be empty")
         now = self._clock()
-        return await run_transaction(
-            self._writer,
+        return await self._db.run(
             lambda conn: upsert_user(conn, identity, display_name, now),
+            write=True,
             what="get_or_create_user",
         )
 
@@ -234,8 +238,8 @@ class Repository:
             room,
         )
 
-        async def op(conn: AsyncConnection) -> SessionRecord:
-            await conn.execute(
+        def op(conn: Connection) -> SessionRecord:
+            conn.execute(
                 insert(SessionRow).values(
                     id=session_id,
                     user_id=user_id,
@@ -247,7 +251,7 @@ class Repository:
                     updated_at=now,
                 )
             )
-            await conn.execute(
+            conn.execute(
                 insert(SessionState).values(
                     session_id=session_id,
                     step=0,
@@ -258,10 +262,10 @@ class Repository:
                     updated_at=now,
                 )
             )
-            await plan.apply(conn)
+            plan.apply(conn)
             return record
 
-        return await run_transaction(self._writer, op, what="create_session")
+        return await self._db.run(op, write=True, what="create_session")
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """Return the session, or ``None`` if there is none with that id."""
@@ -410,10 +414,9 @@ class Repository:
     async def agent_step_count(self, session_id: str) -> int:
         """Return how many memory steps are stored for the session (0 for none)."""
 
-        async def op(conn: AsyncConnection) -> int:
-            return await stored_count(conn, session_id) or 0
-
-        return await self._read(op, "agent_step_count")
+        return await self._read(
+            lambda conn: stored_count(conn, session_id) or 0, "agent_step_count"
+        )
 
     async def save_agent_state(self, session_id: str, steps: Sequence[object]) -> int:
         """Store the session's memory steps, given as the full list so far.
@@ -430,16 +433,16 @@ class Repository:
         """
         steps = list(steps)
 
-        async def op(conn: AsyncConnection) -> int:
-            stored = await stored_count(conn, session_id, lock=True)
+        def op(conn: Connection) -> int:
+            stored = stored_count(conn, session_id, lock=True)
             if stored is None:
                 raise SessionNotFound(session_id)
             if len(steps) > stored:
                 new = AppendSteps(session_id, stored, tuple(steps[stored:]))
-                await Plan.of([new], self._codec, self._clock).apply(conn)
+                Plan.of([new], self._codec, self._clock).apply(conn)
             return max(stored, len(steps))
 
-        return await run_transaction(self._writer, op, what="save_agent_state")
+        return await self._db.run(op, write=True, what="save_agent_state")
 
     async def append_agent_steps(
         self, session_id: str, steps: Sequence[object], *, start: int
@@ -474,13 +477,12 @@ class Repository:
             corrupt, tampered with or foreign. Nothing of a rejected blob is executed.
         """
 
-        async def op(conn: AsyncConnection) -> tuple[int, int, list[Any]]:
-            count = await stored_count(conn, session_id) or 0
+        def op(conn: Connection) -> tuple[int, int, list[Any]]:
+            count = stored_count(conn, session_id) or 0
             first, end = step_window(count, newest=newest, since=since, limit=limit)
             if first == end:
                 return first, end, []
-            rows = (await conn.execute(steps_select(session_id, first, end))).all()
-            return first, end, list(rows)
+            return first, end, list(conn.execute(steps_select(session_id, first, end)).all())
 
         first, end, rows = await self._read(op, "load_agent_state")
         return await self._decode(session_id, rows, first, end)
@@ -600,8 +602,8 @@ class Repository:
         if max_pairs < 0:
             raise ValueError("max_pairs must not be negative")
 
-        async def op(conn: AsyncConnection) -> Any:
-            return await read_resume(
+        def op(conn: Connection) -> Any:
+            return read_resume(
                 conn,
                 session_id,
                 user_id=user_id,
@@ -673,5 +675,5 @@ async def open_repository(
     """
     if create_schema:
         await upgrade(url, secret=secret)
-    engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
-    return Repository(engine, secret=secret, phase_ids=phase_ids, clock=clock)
+    database = Database(url, pool_size=pool_size, max_overflow=max_overflow)
+    return Repository(database, secret=secret, phase_ids=phase_ids, clock=clock)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sqlalchemy import case, literal, null
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from ..errors import NothingToResume, SessionCompleted, SessionFailed, SessionNotFound
 from ..state.resume import ResumeContext, completed_phase_ids, next_phase_id, reconstruct_history
@@ -54,8 +54,8 @@ class Loaded:
     step_rows: Sequence[AnyRow]
 
 
-async def read_resume(
-    conn: AsyncConnection,
+def read_resume(
+    conn: Connection,
     session_id: str,
     *,
     user_id: str,
@@ -72,7 +72,7 @@ async def read_resume(
         NothingToResume: ``Session {id} has no completed phases to resume from``.
     """
     stmt = session_select(phase_ids).add_columns(SessionRow.memory_steps)
-    row = (await conn.execute(stmt.where(SessionRow.id == session_id))).one_or_none()
+    row = (conn.execute(stmt.where(SessionRow.id == session_id))).one_or_none()
     if row is None or row.user_id != user_id:
         raise SessionNotFound(session_id)
     session = session_record(row)
@@ -80,18 +80,18 @@ async def read_resume(
         raise SessionCompleted(session_id)
     if session.status == "failed":
         raise SessionFailed(session_id)
-    outputs = [PhaseOutputRecord(*r) for r in await conn.execute(_outputs_select(session_id))]
+    outputs = [PhaseOutputRecord(*r) for r in conn.execute(_outputs_select(session_id))]
     done = completed_phase_ids(outputs)
     if not done:
         raise NothingToResume(session_id)
     messages: list[_Message] = []
     if max_pairs:
-        newest = await conn.execute(window_select(session_id, 2 * max_pairs))
+        newest = conn.execute(window_select(session_id, 2 * max_pairs))
         messages = [_Message(*r) for r in newest][::-1]
     stored = int(row.memory_steps)
     first, end = step_window(stored, newest=max_steps, since=None)
-    step_rows = (await conn.execute(steps_select(session_id, first, end))).all() if end else []
-    state_row = (await conn.execute(state_select(session_id))).one_or_none()
+    step_rows = (conn.execute(steps_select(session_id, first, end))).all() if end else []
+    state_row = (conn.execute(state_select(session_id))).one_or_none()
     window = [o for o in outputs if o.status == "completed" and o.system_prompt is not None]
     context = ResumeContext(
         history=reconstruct_history(window[-max_pairs:] if max_pairs else [], messages, max_pairs),

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, bindparam, func, select, update
+from sqlalchemy.engine import Connection
 
 from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..store import SessionRecord, UserRecord
@@ -39,6 +39,14 @@ _COLUMNS: Final = (
 )
 
 
+_CLAIM: Final = (
+    update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("b_id"), SESSIONS.c.memory_steps == bindparam("b_start"))
+    .values(memory_steps=bindparam("b_end"))
+)
+_COUNT: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
+
+
 def _completed_count(phase_ids: Sequence[str]) -> ColumnElement[int]:
     return (
         select(func.count())
@@ -67,8 +75,8 @@ def user_select() -> AnySelect:
     return select(User.id, User.identity, User.display_name, User.created_at)
 
 
-async def upsert_user(
-    conn: AsyncConnection, identity: str, display_name: str | None, now: datetime
+def upsert_user(
+    conn: Connection, identity: str, display_name: str | None, now: datetime
 ) -> UserRecord:
     """Create the user with ``identity`` or update its display name (race-safe)."""
     if not identity:
@@ -80,7 +88,7 @@ async def upsert_user(
         index_elements=["identity"],
         set_={"display_name": func.coalesce(stmt.excluded.display_name, USERS.c.display_name)},
     ).returning(USERS.c.id, USERS.c.identity, USERS.c.display_name, USERS.c.created_at)
-    return UserRecord(*(await conn.execute(stmt)).one())
+    return UserRecord(*(conn.execute(stmt)).one())
 
 
 def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -93,8 +101,8 @@ def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     return dict(fields)
 
 
-async def apply_session_write(
-    conn: AsyncConnection,
+def apply_session_write(
+    conn: Connection,
     session_id: str,
     values: Mapping[str, Any],
     *,
@@ -109,13 +117,19 @@ async def apply_session_write(
         SessionNotFound: There is no such session.
         StaleWrite: ``start`` is not the stored step count (another writer got there).
     """
-    stmt = update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
-    if steps is not None:
-        start, count = steps
-        stmt = stmt.where(SESSIONS.c.memory_steps == start).values(memory_steps=start + count)
-    if (await conn.execute(stmt)).rowcount:
+    if values:
+        stmt = update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
+        if steps is not None:
+            start, count = steps
+            stmt = stmt.where(SESSIONS.c.memory_steps == start).values(memory_steps=start + count)
+        updated = conn.execute(stmt).rowcount
+    else:  # the hot path (a turn's steps): one prepared statement
+        assert steps is not None
+        params = {"b_id": session_id, "b_start": steps[0], "b_end": steps[0] + steps[1]}
+        updated = conn.execute(_CLAIM, params).rowcount
+    if updated:
         return
-    stored = await conn.scalar(select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == session_id))
+    stored = conn.execute(_COUNT, {"b_id": session_id}).scalar()
     if stored is None:
         raise SessionNotFound(session_id)
     assert steps is not None

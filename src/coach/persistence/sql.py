@@ -9,8 +9,7 @@ from typing import Any, Final, TypeAlias, cast, overload
 from sqlalchemy import Select, Table
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection, Row
 
 from ..errors import InvalidWrite
 from .schema import (
@@ -51,7 +50,7 @@ STATES: Final = cast(Table, SessionState.__table__)
 DELTAS: Final = cast(Table, StateDelta.__table__)
 
 
-def upsert(conn: AsyncConnection, table: Table) -> Any:
+def upsert(conn: Connection, table: Table) -> Any:
     """An ``INSERT`` that knows ``ON CONFLICT`` on this connection's dialect."""
     return pg_insert(table) if conn.dialect.name == "postgresql" else sqlite_insert(table)
 

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any, Final
 
 from sqlalchemy import select
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import SessionNotFound, StaleWrite
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
@@ -84,8 +84,8 @@ def delta_record(row: AnyRow) -> Delta:
     )
 
 
-async def write_zones(
-    conn: AsyncConnection, session_id: str, ops: Sequence[WriteZone], now: datetime
+def write_zones(
+    conn: Connection, session_id: str, ops: Sequence[WriteZone], now: datetime
 ) -> tuple[StateRecord, list[Delta]]:
     """Apply one session's zone writes, in order, as one state update and one delta insert.
 
@@ -107,7 +107,7 @@ async def write_zones(
     for op in ops:
         if op.zone is not None:
             values[op.zone] = op.value
-    row = await _move_step(conn, session_id, expected, len(ops), values, now)
+    row = _move_step(conn, session_id, expected, len(ops), values, now)
     state = StateRecord(*row)
     first = state.step - len(ops) + 1
     deltas = [op.delta.at_step(step) for step, op in enumerate(ops, start=first)]
@@ -128,14 +128,14 @@ async def write_zones(
         for delta in deltas
     ]
     try:
-        await conn.execute(DELTAS.insert(), rows)
+        conn.execute(DELTAS.insert(), rows)
     except IntegrityError as exc:
         raise StaleWrite(f"Session {session_id} already has a delta at step {first}") from exc
     return state, deltas
 
 
-async def _move_step(
-    conn: AsyncConnection,
+def _move_step(
+    conn: Connection,
     session_id: str,
     expected: int | None,
     count: int,
@@ -149,16 +149,16 @@ async def _move_step(
             stmt = stmt.values(step=STATES.c.step + count, **values)
         else:
             stmt = stmt.where(STATES.c.step == expected).values(step=expected + count, **values)
-        row = (await conn.execute(stmt.returning(*(STATES.c[c.key] for c in _STATE)))).first()
+        row = (conn.execute(stmt.returning(*(STATES.c[c.key] for c in _STATE)))).first()
         if row is not None:
             return row
-        stored = await conn.scalar(select(STATES.c.step).where(STATES.c.session_id == session_id))
+        stored = conn.scalar(select(STATES.c.step).where(STATES.c.session_id == session_id))
         if stored is not None:
             raise StaleWrite(f"Session {session_id} state is at step {stored}, not {expected}")
         # No state row (a session stored before states existed): create it at step 0.
-        if await conn.scalar(select(SESSIONS.c.id).where(SESSIONS.c.id == session_id)) is None:
+        if conn.scalar(select(SESSIONS.c.id).where(SESSIONS.c.id == session_id)) is None:
             raise SessionNotFound(session_id)
-        await conn.execute(
+        conn.execute(
             upsert(conn, STATES)
             .values(
                 session_id=session_id,
