@@ -25,6 +25,7 @@ __all__ = [
     "encode_rows",
     "insert_steps",
     "message_text",
+    "read_steps",
     "step_window",
     "steps_select",
     "stored_count",
@@ -134,6 +135,21 @@ def steps_select(session_id: str, first: int, end: int) -> AnySelect:
         .where(AgentStep.session_id == session_id, AgentStep.seq >= first, AgentStep.seq < end)
         .order_by(AgentStep.seq)
     )
+
+
+def read_steps(
+    conn: Connection,
+    session_id: str,
+    *,
+    newest: int | None = None,
+    since: int | None = None,
+    limit: int | None = None,
+) -> tuple[int, int, list[AnyRow]]:
+    """The stored rows of the window (see :func:`step_window`): ``(first, end, rows)``."""
+    count = stored_count(conn, session_id) or 0
+    first, end = step_window(count, newest=newest, since=since, limit=limit)
+    rows = list(conn.execute(steps_select(session_id, first, end)).all()) if end > first else []
+    return first, end, rows
 
 
 def _decode_all(

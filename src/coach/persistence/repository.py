@@ -1,23 +1,23 @@
-"""The repository: the seed-named API over SQLite or PostgreSQL (implements
-:class:`~coach.store.Store`).
+"""The repository: the seed-named API over SQLite or PostgreSQL, implementing
+:class:`~coach.store.Store` (whose docstrings give each method's contract).
 
 A small façade. Every public method is one unit of work — one transaction on one
 connection, run by :class:`~coach.persistence.engine.Database` — and returns frozen
-records. Every
-write — the recorder's group commit and each seed-named single write alike — is a
-batch of :mod:`~coach.store.ops` applied by :class:`~.batch.Plan`; the statements live
-in one module per aggregate (:mod:`.sessions`, :mod:`.phases`, :mod:`.conversation`,
-:mod:`.memory`, :mod:`.zones`, :mod:`.resume`).
+records. Every write, the recorder's group commit and each seed-named single write
+alike (a batch of one), is checked and applied by :class:`~.batch.Plan`; the statements
+live in one module per aggregate (:mod:`.sessions`, :mod:`.phases`,
+:mod:`.conversation`, :mod:`.memory`, :mod:`.zones`, :mod:`.resume`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, select
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -44,12 +44,21 @@ from .batch import Applied, Plan
 from .codec import StepCodec
 from .conversation import conversation_select
 from .engine import Database, create_engine
-from .memory import decode_or_empty, step_window, steps_select, stored_count
+from .memory import decode_or_empty, read_steps, stored_count
 from .migrate import upgrade
 from .phases import outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
-from .schema import SessionRow, SessionState, User, new_id, utcnow
-from .sessions import session_record, session_select, upsert_user, user_select
+from .schema import SessionRow, User, new_id, utcnow
+from .sessions import (
+    insert_session,
+    recent_sessions_select,
+    room_session_select,
+    session_record,
+    session_select,
+    upsert_user,
+    user_select,
+    user_sessions_select,
+)
 from .sql import SESSIONS
 from .zones import delta_record, deltas_select, state_select
 
@@ -77,8 +86,7 @@ class Repository:
     """Async access to everything coach stores; safe to share between tasks.
 
     Args:
-        database: Where the units of work run (see
-            :class:`~coach.persistence.engine.Database`); closed by :meth:`aclose`.
+        database: Where the units of work run; closed by :meth:`aclose`.
         secret: The HMAC key of memory steps (``Settings.memory_secret``).
         phase_ids: The manifest's phase ids, in order; used for progress and resume.
         clock: Returns the current UTC time; tests pass a fixed clock.
@@ -117,7 +125,7 @@ class Repository:
 
     @property
     def engine(self) -> AsyncEngine:
-        """An async engine on the same database, for raw SQL and tooling (made on first
+        """An async engine on the same database for raw SQL and tooling (made on first
         use, closed with the repository)."""
         if self._engine is None:
             self._engine = create_engine(self._db.url, pool_size=1, max_overflow=2)
@@ -143,41 +151,51 @@ class Repository:
     async def _rows(self, stmt: Any, what: str) -> list[Any]:
         return await self._read(lambda conn: list(conn.execute(stmt).all()), what)
 
-    async def _apply(self, ops: Sequence[WriteOp], what: str) -> Applied:
+    async def _sessions(self, stmt: Any, what: str) -> list[SessionRecord]:
+        return [session_record(row) for row in await self._rows(stmt, what)]
+
+    async def _apply(
+        self,
+        ops: Sequence[WriteOp],
+        what: str,
+        *,
+        before: Callable[[Connection], object] | None = None,
+    ) -> Applied:
         """The one write path: check ``ops``, then write them in one transaction."""
         steps = sum(len(op.steps) for op in ops if isinstance(op, AppendSteps))
         if steps <= _STEPS_ON_LOOP:
             plan = Plan.of(ops, self._codec, self._clock)
         else:
             plan = await asyncio.to_thread(Plan.of, ops, self._codec, self._clock)
-        return await self._transact(plan, plan.apply, what)
 
-    async def _transact(self, plan: Plan, op: Callable[[Connection], T], what: str) -> T:
+        def unit(conn: Connection) -> Applied:
+            if before is not None:
+                before(conn)
+            return plan.apply(conn)
+
         try:
-            return await self._db.run(op, write=True, what=what)
+            return await self._db.run(unit, write=True, what=what)
         except StorageError as exc:
             # A message or phase output of an unknown session breaks its foreign key;
             # name the session (only on this failure path does it cost a read).
             if isinstance(exc.__cause__, IntegrityError):
                 stmt = select(SESSIONS.c.id).where(SESSIONS.c.id.in_(plan.session_ids))
                 found = {sid for (sid,) in await self._rows(stmt, what)}
-                missing = sorted(plan.session_ids - found)
-                if missing:
+                if missing := sorted(plan.session_ids - found):
                     raise SessionNotFound(missing[0]) from exc
             raise
+
+    async def _decode(self, session_id: str, rows: list[Any], first: int, end: int) -> list[object]:
+        if len(rows) <= _STEPS_ON_LOOP:
+            return decode_or_empty(self._codec, session_id, rows, first, end)
+        return await asyncio.to_thread(decode_or_empty, self._codec, session_id, rows, first, end)
 
     # -- users and sessions -----------------------------------------------------------
 
     async def get_or_create_user(
         self, identity: str, display_name: str | None = None
     ) -> UserRecord:
-        """Return the user with ``identity``, creating it if needed (race-safe).
-
-        Args:
-            identity: The user's key: the LiveKit participant identity, or the
-                ``--user`` name in ``chat``/``console``.
-            display_name: The spoken name; replaces the stored one when given.
-        """
+        """The user with ``identity``, created if needed (race-safe)."""
         if not identity:
             raise InvalidWrite("identity must not be empty")
         now = self._clock()
@@ -188,9 +206,8 @@ class Repository:
         )
 
     async def find_user(self, identity: str) -> UserRecord | None:
-        """Return the user with this identity, or ``None`` (never creates one)."""
-        stmt = user_select().where(User.identity == identity)
-        rows = await self._rows(stmt, "find_user")
+        """The user with ``identity``, or ``None`` (never creates one)."""
+        rows = await self._rows(user_select().where(User.identity == identity), "find_user")
         return UserRecord(*rows[0]) if rows else None
 
     async def create_session(
@@ -201,123 +218,50 @@ class Repository:
         room: str | None = None,
         first_phase: PhaseDone | None = None,
     ) -> SessionRecord:
-        """Create an ``in_progress`` session (and its empty state) for ``user_id``.
-
-        ``room`` is the LiveKit room it runs in (see :meth:`find_room_session`);
-        ``first_phase`` is stored as completed in the same transaction (the challenge),
-        so the session is never listed without a phase to resume from.
-        """
+        """A new ``in_progress`` session, its empty state and ``first_phase`` completed,
+        in one transaction."""
         now = self._clock()
-        session_id = new_id()
-        outputs = []
+        session = SessionRecord(
+            *(new_id(), user_id, design_challenge, "in_progress", None, None, now, now),
+            room=room,
+        )
+        ops = []
         if first_phase is not None:
             done = first_phase
-            outputs.append(
+            ops.append(
                 SavePhaseOutput(
-                    session_id,
-                    done.phase_id,
-                    done.phase_name,
-                    "completed",
-                    done.system_prompt,
-                    done.user_input,
-                    done.output,
+                    *(session.id, done.phase_id, done.phase_name, "completed"),
+                    *(done.system_prompt, done.user_input, done.output),
                 )
             )
-        plan = Plan.of(outputs, self._codec, self._clock)
-        completed = 1 if first_phase is not None and first_phase.phase_id in self._phase_ids else 0
-        record = SessionRecord(
-            session_id,
-            user_id,
-            design_challenge,
-            "in_progress",
-            None,
-            None,
-            now,
-            now,
-            completed,
-            room,
-        )
-
-        def op(conn: Connection) -> SessionRecord:
-            conn.execute(
-                insert(SessionRow).values(
-                    id=session_id,
-                    user_id=user_id,
-                    design_challenge=design_challenge,
-                    status="in_progress",
-                    room=room,
-                    memory_steps=0,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            conn.execute(
-                insert(SessionState).values(
-                    session_id=session_id,
-                    step=0,
-                    data={},
-                    template={},
-                    view={},
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            plan.apply(conn)
-            return record
-
-        return await self._db.run(op, write=True, what="create_session")
+            if done.phase_id in self._phase_ids:
+                session = dataclasses.replace(session, completed_phases=1)
+        await self._apply(ops, "create_session", before=lambda conn: insert_session(conn, session))
+        return session
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        """Return the session, or ``None`` if there is none with that id."""
+        """The session, or ``None``."""
         stmt = session_select(self._phase_ids).where(SessionRow.id == session_id)
-        rows = await self._rows(stmt, "get_session")
-        return session_record(rows[0]) if rows else None
+        found = await self._sessions(stmt, "get_session")
+        return found[0] if found else None
 
     async def get_user_sessions(self, user_id: str) -> list[SessionRecord]:
-        """Return the user's sessions, newest first, each with its completed-phase count."""
-        stmt = (
-            session_select(self._phase_ids)
-            .where(SessionRow.user_id == user_id)
-            .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
-        )
-        return [session_record(row) for row in await self._rows(stmt, "get_user_sessions")]
+        """The user's sessions, newest first, each with its completed-phase count."""
+        stmt = user_sessions_select(self._phase_ids, user_id)
+        return await self._sessions(stmt, "get_user_sessions")
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
-        """Return the most recently updated sessions of every user (the operator's view)."""
-        stmt = (
-            session_select(self._phase_ids)
-            .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
-            .limit(limit)
-        )
-        return [session_record(row) for row in await self._rows(stmt, "list_sessions")]
+        """The most recently updated sessions of every user (the operator's view)."""
+        return await self._sessions(recent_sessions_select(self._phase_ids, limit), "list_sessions")
 
     async def find_room_session(self, user_id: str, room: str) -> SessionRecord | None:
-        """The user's most recent in-progress session in ``room`` (a reconnect continues it)."""
-        stmt = (
-            session_select(self._phase_ids)
-            .where(
-                SessionRow.user_id == user_id,
-                SessionRow.room == room,
-                SessionRow.status == "in_progress",
-            )
-            .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
-            .limit(1)
-        )
-        rows = await self._rows(stmt, "find_room_session")
-        return session_record(rows[0]) if rows else None
+        """The user's most recent in-progress session in ``room``."""
+        stmt = room_session_select(self._phase_ids, user_id, room)
+        found = await self._sessions(stmt, "find_room_session")
+        return found[0] if found else None
 
     async def update_session(self, session_id: str, **fields: Any) -> SessionRecord:
-        """Change the given fields of a session and bump ``updated_at``; ``None`` values
-        leave a field as it is.
-
-        Fields: ``status``, ``design_challenge``, ``current_agent``, ``current_phase_id``,
-        ``room``.
-
-        Raises:
-            InvalidWrite: An unknown field, or a status other than in_progress,
-                completed or failed.
-            SessionNotFound: If there is no such session.
-        """
+        """Change the given session fields (``None`` leaves one) and bump ``updated_at``."""
         changed = {name: value for name, value in fields.items() if value is not None}
         await self._apply([UpdateSession(session_id, changed)], "update_session")
         session = await self.get_session(session_id)
@@ -342,15 +286,7 @@ class Repository:
         output: str | None = None,
         error: str | None = None,
     ) -> PhaseOutputRecord:
-        """Insert or update the output of one phase (SPEC §4.2).
-
-        ``system_prompt``, ``user_input`` and ``output`` keep their stored value when
-        given as ``None``; ``status`` and ``error`` always take the new value.
-
-        Raises:
-            InvalidWrite: If ``status`` is not running, completed or failed.
-            SessionNotFound: If there is no such session.
-        """
+        """Upsert the output of one phase (SPEC §4.2; COALESCE on the texts)."""
         op = SavePhaseOutput(
             session_id, phase_id, phase_name, status, system_prompt, user_input, output, error
         )
@@ -359,13 +295,7 @@ class Repository:
     async def get_phase_outputs(
         self, session_id: str, *, include_prompts: bool = True
     ) -> list[PhaseOutputRecord]:
-        """Return the session's phase outputs ordered by ``created_at`` (then id).
-
-        Args:
-            session_id: The session.
-            include_prompts: Read ``system_prompt`` and ``user_input`` (they can be
-                large); when False they are ``None`` in the records.
-        """
+        """The session's phase outputs in creation order (prompts only when asked)."""
         stmt = outputs_select(session_id, include_prompts=include_prompts)
         return [PhaseOutputRecord(*row) for row in await self._rows(stmt, "get_phase_outputs")]
 
@@ -380,12 +310,7 @@ class Repository:
         phase_id: str | None = None,
         interrupted: bool = False,
     ) -> int:
-        """Append one message to the session's conversation and return its id.
-
-        Raises:
-            InvalidRole: If ``role`` is not user, assistant or system (nothing is written).
-            SessionNotFound: If there is no such session.
-        """
+        """Append one message to the conversation; return its id."""
         op = AddMessage(session_id, role, content, phase_id, interrupted)
         return (await self._apply([op], "add_session_message")).message_ids[0]
 
@@ -403,37 +328,23 @@ class Repository:
         after_id: int | None = None,
         limit: int | None = None,
     ) -> list[MessageRecord]:
-        """Return the conversation in time order (ties by insertion), optionally of one
-        phase; ``after_id`` and ``limit`` page through it (the next page starts after
-        the last id of this one)."""
+        """The conversation in order, optionally of one phase, a page at a time."""
         stmt = conversation_select(session_id, phase_id=phase_id, after_id=after_id, limit=limit)
         return [MessageRecord(*row) for row in await self._rows(stmt, "get_session_conversation")]
 
     # -- agent memory steps -------------------------------------------------------------
 
     async def agent_step_count(self, session_id: str) -> int:
-        """Return how many memory steps are stored for the session (0 for none)."""
-
-        return await self._read(
-            lambda conn: stored_count(conn, session_id) or 0, "agent_step_count"
-        )
+        """How many memory steps are stored for the session (0 for none)."""
+        count = await self._read(lambda conn: stored_count(conn, session_id), "agent_step_count")
+        return count or 0
 
     async def save_agent_state(self, session_id: str, steps: Sequence[object]) -> int:
-        """Store the session's memory steps, given as the full list so far.
-
-        Only ``steps[stored:]`` are pickled and written (append-only, one row per step),
-        in one transaction that reads the stored count under the session's lock.
-
-        Returns:
-            The number of steps stored afterwards.
-
-        Raises:
-            SessionNotFound: If there is no such session.
-            InvalidWrite: If a new step cannot be pickled (nothing is written).
-        """
+        """Store the steps of the full list not stored yet, reading the stored count in
+        the same transaction, under the session's lock; return the count afterwards."""
         steps = list(steps)
 
-        def op(conn: Connection) -> int:
+        def unit(conn: Connection) -> int:
             stored = stored_count(conn, session_id, lock=True)
             if stored is None:
                 raise SessionNotFound(session_id)
@@ -442,21 +353,12 @@ class Repository:
                 Plan.of([new], self._codec, self._clock).apply(conn)
             return max(stored, len(steps))
 
-        return await self._db.run(op, write=True, what="save_agent_state")
+        return await self._db.run(unit, write=True, what="save_agent_state")
 
     async def append_agent_steps(
         self, session_id: str, steps: Sequence[object], *, start: int
     ) -> int:
-        """Store ``steps`` as memory steps ``start, start + 1, ...``.
-
-        Returns:
-            The number of steps stored afterwards (``start + len(steps)``).
-
-        Raises:
-            StaleWrite: If the stored count is not ``start`` (another writer got there).
-            SessionNotFound: If there is no such session.
-            InvalidWrite: If a step cannot be pickled (nothing is written).
-        """
+        """Store ``steps`` at ``start, start + 1, ...`` (``StaleWrite`` if not the count)."""
         await self._apply([AppendSteps(session_id, start, tuple(steps))], "append_agent_steps")
         return start + len(steps)
 
@@ -468,34 +370,18 @@ class Repository:
         since: int | None = None,
         limit: int | None = None,
     ) -> list[object]:
-        """Return the session's memory steps in order: all of them (the seed contract),
-        the ``newest`` N, or those from position ``since`` on; at most ``limit`` (a page).
-
-        Returns:
-            The steps; ``[]`` when there are none, and ``[]`` (with an error logged on
-            ``coach.persistence``) when any step asked for is missing (a cut history),
-            corrupt, tampered with or foreign. Nothing of a rejected blob is executed.
-        """
-
-        def op(conn: Connection) -> tuple[int, int, list[Any]]:
-            count = stored_count(conn, session_id) or 0
-            first, end = step_window(count, newest=newest, since=since, limit=limit)
-            if first == end:
-                return first, end, []
-            return first, end, list(conn.execute(steps_select(session_id, first, end)).all())
-
-        first, end, rows = await self._read(op, "load_agent_state")
+        """The memory steps in order (all, newest N, or from ``since``; ``limit`` at most);
+        ``[]`` (logged) when any asked for is missing, corrupt, tampered with or foreign."""
+        first, end, rows = await self._read(
+            lambda conn: read_steps(conn, session_id, newest=newest, since=since, limit=limit),
+            "load_agent_state",
+        )
         return await self._decode(session_id, rows, first, end)
-
-    async def _decode(self, session_id: str, rows: list[Any], first: int, end: int) -> list[object]:
-        if len(rows) <= _STEPS_ON_LOOP:
-            return decode_or_empty(self._codec, session_id, rows, first, end)
-        return await asyncio.to_thread(decode_or_empty, self._codec, session_id, rows, first, end)
 
     # -- zoned state ----------------------------------------------------------------------
 
     async def get_state(self, session_id: str) -> StateRecord:
-        """Return the session's zoned state (step 0 and empty zones before any write)."""
+        """The session's zoned state (step 0 and empty zones before any write)."""
         rows = await self._rows(state_select(session_id), "get_state")
         return StateRecord(*rows[0]) if rows else StateRecord(session_id, 0)
 
@@ -521,18 +407,7 @@ class Repository:
         *,
         expected_step: int | None = None,
     ) -> tuple[StateRecord, Delta]:
-        """Replace the data zone and record its delta, atomically; bumps the step.
-
-        Args:
-            session_id: The session.
-            data: The new data zone (a JSON object).
-            delta: Why it changed; its step is assigned here.
-            expected_step: The step the writer last saw; a different stored step
-                raises :class:`~coach.errors.StaleWrite` and writes nothing.
-
-        Returns:
-            The state after the write and the recorded delta (``delta.step == state.step``).
-        """
+        """Replace the data zone and record its delta, atomically; the step goes up by one."""
         return await self._zoned_write(session_id, Zone.DATA, data, delta, expected_step)
 
     async def update_template(
@@ -543,7 +418,7 @@ class Repository:
         *,
         expected_step: int | None = None,
     ) -> tuple[StateRecord, Delta]:
-        """Replace the template zone and record its delta, atomically (see :meth:`update_data`)."""
+        """Replace the template zone and record its delta, atomically."""
         return await self._zoned_write(session_id, Zone.TEMPLATE, template, delta, expected_step)
 
     async def update_view(
@@ -554,20 +429,19 @@ class Repository:
         *,
         expected_step: int | None = None,
     ) -> tuple[StateRecord, Delta]:
-        """Replace the view zone and record its delta, atomically (see :meth:`update_data`)."""
+        """Replace the view zone and record its delta, atomically."""
         return await self._zoned_write(session_id, Zone.VIEW, view, delta, expected_step)
 
     async def add_delta(
         self, session_id: str, delta: DeltaSpec, *, expected_step: int | None = None
     ) -> tuple[StateRecord, Delta]:
-        """Record a delta that changes no zone (e.g. a search with 0 results); bumps the step."""
+        """Record a delta that changes no zone (e.g. a search with 0 results)."""
         return await self._zoned_write(session_id, None, None, delta, expected_step)
 
     async def get_deltas(
         self, session_id: str, since_step: int = 0, *, limit: int | None = None
     ) -> list[Delta]:
-        """Return the session's deltas with ``step > since_step``, in step order (at most
-        ``limit``: page on with the last step as ``since_step``)."""
+        """The deltas with ``step > since_step`` in step order, ``limit`` at most."""
         stmt = deltas_select(session_id, since_step, limit)
         return [delta_record(row) for row in await self._rows(stmt, "get_deltas")]
 
@@ -581,38 +455,22 @@ class Repository:
         max_pairs: int = DEFAULT_MAX_PAIRS,
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> ResumeResult:
-        """Load a session for continuation (SPEC §5), in one bounded read transaction.
-
-        Reads the session, its phase outputs (one per manifest phase at most), the newest
-        ``2 * max_pairs`` messages for the reconstructed window, the newest ``max_steps``
-        memory steps and the zoned state: the same cost at 10,000 turns as at 100.
-
-        Args:
-            session_id: The session to resume.
-            user_id: Who asks; another user's session is reported as not found.
-            max_pairs: How many history pairs to keep.
-            max_steps: At most this many of the newest memory steps are loaded.
-
-        Raises:
-            SessionNotFound: ``Session {id} not found`` (unknown, or not this user's).
-            SessionCompleted: ``Session {id} already completed``.
-            SessionFailed: ``Session {id} failed and cannot be resumed``.
-            NothingToResume: ``Session {id} has no completed phases to resume from``.
-        """
+        """Load a session for continuation (SPEC §5) in one bounded read: the phase
+        outputs, the newest ``2 * max_pairs`` messages, the newest ``max_steps`` memory
+        steps and the zoned state."""
         if max_pairs < 0:
             raise ValueError("max_pairs must not be negative")
-
-        def op(conn: Connection) -> Any:
-            return read_resume(
+        loaded = await self._read(
+            lambda conn: read_resume(
                 conn,
                 session_id,
                 user_id=user_id,
                 phase_ids=self._phase_ids,
                 max_pairs=max_pairs,
                 max_steps=max_steps,
-            )
-
-        loaded = await self._read(op, "resume_session")
+            ),
+            "resume_session",
+        )
         memory = await self._decode(
             session_id, list(loaded.step_rows), loaded.steps_from, loaded.stored_steps
         )
@@ -627,22 +485,9 @@ class Repository:
         )
 
     async def write_batch(self, ops: Sequence[WriteOp]) -> None:
-        """Apply a batch of writes in ONE transaction (the recorder's group commit).
-
-        Each op (:mod:`coach.store.ops`) has the semantics of the single-write method of
-        the same name — those are batches of one. Ops of one kind keep their order; the
-        batch costs a few statements, not a few per op: one update per session (which
-        claims memory positions and takes the row lock), one per session's zone writes,
-        one insert of all steps, one of all messages. Either every op is written or none.
-
-        Raises:
-            InvalidRole: A message with a bad role (nothing is written).
-            InvalidWrite: Bad input in any op (nothing is written).
-            SessionNotFound: An op names an unknown session (nothing is written).
-            StaleWrite: Memory steps whose ``start`` is not the stored count, or a zone
-                write whose ``expected_step`` is not the stored step.
-            StorageError: The database failed.
-        """
+        """Apply a batch in ONE transaction (the recorder's group commit): one update per
+        session (claiming memory positions, taking its lock), one per session's zone
+        writes, one insert of all messages and one of all steps. All or nothing."""
         if ops:
             await self._apply(ops, "write_batch")
 
@@ -660,18 +505,14 @@ async def open_repository(
     """Open the repository on ``url``.
 
     Args:
-        url: A SQLAlchemy URL (``sqlite+aiosqlite:///...`` or ``postgresql+asyncpg://...``;
-            the plain ``sqlite://`` / ``postgresql://`` forms get their async driver).
+        url: A SQLAlchemy URL (``sqlite:///...`` or ``postgresql://...``, any driver).
         secret: The HMAC key of memory steps (``Settings.memory_secret``).
         create_schema: Run the Alembic migrations first (the embedded SQLite default;
             PostgreSQL fleets run ``python -m coach db upgrade`` instead).
         phase_ids: The manifest's phase ids, in order.
-        pool_size: PostgreSQL pool size.
+        pool_size: Connections (PostgreSQL pool; SQLite worker threads).
         max_overflow: PostgreSQL pool overflow.
         clock: Returns the current UTC time (tests pass a fixed clock).
-
-    Returns:
-        The repository; close it with ``await repo.aclose()`` (or ``async with``).
     """
     if create_schema:
         await upgrade(url, secret=secret)

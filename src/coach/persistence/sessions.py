@@ -12,16 +12,20 @@ from sqlalchemy.engine import Connection
 from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..store import SessionRecord, UserRecord
 from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User, new_id
-from .sql import SESSIONS, USERS, AnyRow, AnySelect, check_status, upsert
+from .sql import SESSIONS, STATES, USERS, AnyRow, AnySelect, check_status, upsert
 
 __all__ = [
     "SESSION_FIELDS",
     "apply_session_write",
+    "insert_session",
+    "recent_sessions_select",
+    "room_session_select",
     "session_record",
     "session_select",
     "session_values",
     "upsert_user",
     "user_select",
+    "user_sessions_select",
 ]
 
 SESSION_FIELDS: Final = frozenset(
@@ -63,6 +67,38 @@ def _completed_count(phase_ids: Sequence[str]) -> ColumnElement[int]:
 def session_select(phase_ids: Sequence[str]) -> AnySelect:
     """Sessions with their count of completed manifest phases (see :func:`session_record`)."""
     return select(*_COLUMNS, _completed_count(phase_ids).label("completed"), SessionRow.room)
+
+
+def user_sessions_select(phase_ids: Sequence[str], user_id: str) -> AnySelect:
+    """A user's sessions, newest first."""
+    return (
+        session_select(phase_ids)
+        .where(SessionRow.user_id == user_id)
+        .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+    )
+
+
+def recent_sessions_select(phase_ids: Sequence[str], limit: int) -> AnySelect:
+    """The most recently updated sessions of every user."""
+    return (
+        session_select(phase_ids)
+        .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
+        .limit(limit)
+    )
+
+
+def room_session_select(phase_ids: Sequence[str], user_id: str, room: str) -> AnySelect:
+    """The user's most recent in-progress session in ``room``."""
+    return (
+        session_select(phase_ids)
+        .where(
+            SessionRow.user_id == user_id,
+            SessionRow.room == room,
+            SessionRow.status == "in_progress",
+        )
+        .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
+        .limit(1)
+    )
 
 
 def session_record(row: AnyRow) -> SessionRecord:
@@ -134,3 +170,30 @@ def apply_session_write(
         raise SessionNotFound(session_id)
     assert steps is not None
     raise StaleWrite(f"Session {session_id} has {stored} memory steps stored, not {steps[0]}")
+
+
+def insert_session(conn: Connection, record: SessionRecord) -> None:
+    """Insert a new session and its empty zoned state (step 0)."""
+    conn.execute(
+        SESSIONS.insert().values(
+            id=record.id,
+            user_id=record.user_id,
+            design_challenge=record.design_challenge,
+            status=record.status,
+            room=record.room,
+            memory_steps=0,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
+    )
+    conn.execute(
+        STATES.insert().values(
+            session_id=record.id,
+            step=0,
+            data={},
+            template={},
+            view={},
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
+    )

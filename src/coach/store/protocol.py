@@ -3,7 +3,10 @@ need of storage, and nothing of how it is done (no SQLAlchemy here).
 
 :class:`coach.persistence.Repository` implements it over SQLite and PostgreSQL. Every
 method is one transaction; reads return frozen records; every write is a batch of
-:mod:`~coach.store.ops` (the seed-named single writes are batches of one).
+:mod:`~coach.store.ops` (the seed-named single writes are batches of one). Errors are
+those of :mod:`coach.errors`: ``InvalidWrite``/``InvalidRole`` for bad input (nothing is
+written), ``SessionNotFound``, ``StaleWrite`` when another writer got there first, and
+``StorageError`` when the database fails.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ class Store(Protocol):
     async def get_or_create_user(
         self, identity: str, display_name: str | None = None
     ) -> UserRecord:
-        """The user with ``identity``, created if needed; a given name replaces the stored."""
+        """The user with ``identity`` (the LiveKit identity, or ``--user`` in chat),
+        created if needed, race-safe; a given ``display_name`` replaces the stored one."""
         ...
 
     async def find_user(self, identity: str) -> UserRecord | None:
@@ -57,8 +61,9 @@ class Store(Protocol):
         room: str | None = None,
         first_phase: PhaseDone | None = None,
     ) -> SessionRecord:
-        """A new ``in_progress`` session (and its empty state) of ``user_id``, with
-        ``first_phase`` completed in the same transaction."""
+        """A new ``in_progress`` session (and its empty state) of ``user_id`` in LiveKit
+        room ``room``, with ``first_phase`` stored as completed in the same transaction
+        (the challenge), so a listed session always has a phase to resume from."""
         ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
@@ -66,19 +71,20 @@ class Store(Protocol):
         ...
 
     async def get_user_sessions(self, user_id: str) -> list[SessionRecord]:
-        """The user's sessions, newest first."""
+        """The user's sessions, newest first, each with its completed-phase count."""
         ...
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
-        """The most recently updated sessions of every user."""
+        """The most recently updated sessions of every user (the operator's view)."""
         ...
 
     async def find_room_session(self, user_id: str, room: str) -> SessionRecord | None:
-        """The user's most recent in-progress session in ``room``."""
+        """The user's most recent in-progress session in ``room`` (a reconnect continues it)."""
         ...
 
     async def update_session(self, session_id: str, **fields: Any) -> SessionRecord:
-        """Change the given session fields and bump ``updated_at``."""
+        """Change ``status``, ``design_challenge``, ``current_agent``, ``current_phase_id``
+        or ``room`` (``None`` leaves a field) and bump ``updated_at``."""
         ...
 
     # --- phase outputs -------------------------------------------------------------------
@@ -95,13 +101,16 @@ class Store(Protocol):
         output: str | None = None,
         error: str | None = None,
     ) -> PhaseOutputRecord:
-        """Upsert a phase output (SPEC §4.2)."""
+        """Upsert a phase output (SPEC §4.2): ``system_prompt``, ``user_input`` and
+        ``output`` keep their stored value when ``None``; ``status`` (running, completed
+        or failed) and ``error`` always take the new value."""
         ...
 
     async def get_phase_outputs(
         self, session_id: str, *, include_prompts: bool = True
     ) -> list[PhaseOutputRecord]:
-        """The session's phase outputs in creation order."""
+        """The session's phase outputs in creation order; without ``include_prompts``
+        the (possibly long) prompts are not read and are ``None``."""
         ...
 
     # --- conversation --------------------------------------------------------------------
@@ -115,7 +124,7 @@ class Store(Protocol):
         phase_id: str | None = None,
         interrupted: bool = False,
     ) -> int:
-        """Append one message; return its id."""
+        """Append one message (role user, assistant or system); return its id."""
         ...
 
     async def get_session_conversation(
@@ -126,13 +135,22 @@ class Store(Protocol):
         after_id: int | None = None,
         limit: int | None = None,
     ) -> list[MessageRecord]:
-        """The conversation in order, optionally of one phase, a page at a time."""
+        """The conversation in time order (ties by insertion), optionally of one phase;
+        ``limit`` messages at most, starting after message ``after_id`` (a page)."""
         ...
 
     # --- memory steps --------------------------------------------------------------------
 
     async def save_agent_state(self, session_id: str, steps: Sequence[object]) -> int:
-        """Store the steps not stored yet of the full list ``steps``; return the count."""
+        """Store the steps of the full list ``steps`` not stored yet (append-only, one row
+        per step); return the stored count afterwards."""
+        ...
+
+    async def append_agent_steps(
+        self, session_id: str, steps: Sequence[object], *, start: int
+    ) -> int:
+        """Store ``steps`` at positions ``start, start + 1, ...``; ``StaleWrite`` unless
+        ``start`` is the stored count. Returns the count afterwards."""
         ...
 
     async def agent_step_count(self, session_id: str) -> int:
@@ -147,8 +165,9 @@ class Store(Protocol):
         since: int | None = None,
         limit: int | None = None,
     ) -> list[object]:
-        """The memory steps in order (all, the newest N, or from position ``since``; at
-        most ``limit``); ``[]`` when any is corrupt or missing."""
+        """The memory steps in order: all (the seed contract), the ``newest`` N, or from
+        position ``since`` on, ``limit`` at most. ``[]`` (logged) when any asked for is
+        missing, corrupt, tampered with or foreign; nothing rejected is ever executed."""
         ...
 
     # --- zoned state -----------------------------------------------------------------------
@@ -165,13 +184,15 @@ class Store(Protocol):
         *,
         expected_step: int | None = None,
     ) -> tuple[StateRecord, Delta]:
-        """Replace the data zone and record its delta, atomically."""
+        """Replace the data zone and record its delta, atomically; the step goes up by one
+        (``StaleWrite`` if it is not ``expected_step``). ``update_template``,
+        ``update_view`` and ``add_delta`` (a delta alone) work the same."""
         ...
 
     async def get_deltas(
         self, session_id: str, since_step: int = 0, *, limit: int | None = None
     ) -> list[Delta]:
-        """The deltas with ``step > since_step`` in step order."""
+        """The deltas with ``step > since_step`` in step order, ``limit`` at most."""
         ...
 
     # --- resume and the group commit -------------------------------------------------------
@@ -179,9 +200,13 @@ class Store(Protocol):
     async def resume_session(
         self, session_id: str, *, user_id: str, max_pairs: int = 25
     ) -> ResumeResult:
-        """Everything a conversation needs to continue the session (SPEC §5), bounded."""
+        """Everything a conversation needs to continue the session (SPEC §5), in one
+        bounded read: the same cost at 10,000 turns as at 100. Raises
+        ``SessionNotFound`` (unknown, or not ``user_id``'s), ``SessionCompleted``,
+        ``SessionFailed`` or ``NothingToResume`` with the spec's messages."""
         ...
 
     async def write_batch(self, ops: Sequence[WriteOp]) -> None:
-        """Apply ``ops`` in one transaction: all of them or none."""
+        """Apply ``ops`` in one transaction, each with the semantics of the single write
+        of the same name: all of them or none."""
         ...
