@@ -135,10 +135,15 @@ class StepCodec:
             if elide_text:
                 del fields["content"]
                 kind = _MODEL_WITHOUT_TEXT
-            # The module of LiveKit's chat items is implied: most steps are those.
+            # Most steps are LiveKit chat items: their module is implied, their id and
+            # time go by position, and the fields set are implied when they are the
+            # fields stored (plus the text left out).
             module = "" if cls.__module__ == _CHAT else cls.__module__
-            envelope: tuple[object, ...] = (kind, module, cls.__name__, fields)
-            envelope += (fields_set, private)
+            ident, created = fields.pop("id", None), fields.pop("created_at", None)
+            implied = set(fields) | ({"content"} if elide_text else set())
+            given = None if set(fields_set) == implied else fields_set
+            envelope: tuple[object, ...] = (kind, module, cls.__name__, ident, created)
+            envelope += (fields, given, private)
         else:
             envelope = (_PLAIN, step)
         raw = pickle.dumps(envelope, protocol=PICKLE_PROTOCOL)
@@ -227,7 +232,7 @@ class StepCodec:
     def _restore(self, envelope: Any, text: str | None) -> object:
         if envelope[0] == _PLAIN:
             return envelope[1]
-        kind, module, name, fields, fields_set, private = envelope
+        kind, module, name, ident, created, fields, fields_set, private = envelope
         module = module or _CHAT
         if kind not in (_MODEL, _MODEL_WITHOUT_TEXT) or (module, name) not in self._allowed:
             raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
@@ -235,6 +240,10 @@ class StepCodec:
             if text is None:
                 raise pickle.UnpicklingError("the step's text is missing")
             fields = {**fields, "content": [text]}
+        if fields_set is None:
+            fields_set = tuple(fields)
+        positional = {"id": ident, "created_at": created}
+        fields = {**fields, **{k: v for k, v in positional.items() if v is not None}}
         cls = getattr(importlib.import_module(module), name)
         values = {
             field_name: factory() if factory is not None else default
