@@ -16,7 +16,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from coach.persistence.engine import create_engine, normalize_url, write_engine
-from coach.persistence.schema import Base, UTCDateTime
+from coach.persistence.schema import Base, HexId, UTCDateTime
 
 config = context.config
 target_metadata = Base.metadata
@@ -36,6 +36,8 @@ def _render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
     # Migrations stay free of coach imports: our UTC timestamp is a plain timestamptz.
     if type_ == "type" and isinstance(obj, UTCDateTime):
         return "sa.DateTime(timezone=True)"
+    if type_ == "type" and isinstance(obj, HexId):
+        return "sa.String(length=32)"  # uuid on PostgreSQL: see migration 0004
     return False
 
 

@@ -21,6 +21,9 @@ from coach.persistence import (
 )
 from coach.persistence.migrate import alembic_config, head_revision
 
+U1, S1, P1 = "a1" * 16, "b2" * 16, "c3" * 16
+"""Ids as coach writes them (32 hex digits: a uuid on PostgreSQL)."""
+
 
 async def test_models_and_migrations_agree(database_url: str) -> None:
     assert await schema_diff(database_url) == []
@@ -31,7 +34,7 @@ async def test_upgrade_is_idempotent(blank_database_url: str) -> None:
     assert await current_revision(blank_database_url) is None
     await upgrade(blank_database_url)
     await upgrade(blank_database_url)
-    assert await current_revision(blank_database_url) == head_revision() == "0003"
+    assert await current_revision(blank_database_url) == head_revision() == "0004"
     assert await schema_diff(blank_database_url) == []
 
 
@@ -74,23 +77,23 @@ async def test_0001_database_upgrades_to_head_keeping_sessions(
         await conn.execute(
             text(
                 "INSERT INTO users (id, identity, created_at, updated_at) "
-                "VALUES ('u1', 'old', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                f"VALUES ('{U1}', 'old', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
             )
         )
         await conn.execute(
             text(
                 "INSERT INTO sessions (id, user_id, status, created_at, updated_at) "
-                "VALUES ('s1', 'u1', 'in_progress', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                f"VALUES ('{S1}', '{U1}', 'in_progress', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
             )
         )
     await engine.dispose()
     await upgrade(blank_database_url)
     repo = await open_repository(blank_database_url, secret=memory_secret)
     try:
-        session = await repo.get_session("s1")
+        session = await repo.get_session(S1)
         assert session is not None and session.room is None
-        assert (await repo.update_session("s1", room="r1")).room == "r1"
-        assert (await repo.find_room_session("u1", "r1")).id == "s1"  # type: ignore[union-attr]
+        assert (await repo.update_session(S1, room="r1")).room == "r1"
+        assert (await repo.find_room_session(U1, "r1")).id == S1  # type: ignore[union-attr]
     finally:
         await repo.aclose()
 
@@ -111,29 +114,29 @@ async def test_a_0002_database_with_rows_upgrades_and_resumes(
     ]
     await upgrade(blank_database_url, "0002")
     codec = StepCodec(memory_secret)
-    v1 = [codec.sign("s1", seq, pickle.dumps(item, 5), version=1) for seq, item in enumerate(items)]
+    v1 = [codec.sign(S1, seq, pickle.dumps(item, 5), version=1) for seq, item in enumerate(items)]
     engine = create_engine(blank_database_url)
     now = "2026-11-01 10:00:00"
     async with engine.begin() as conn:
         for statement in (
             "INSERT INTO users (id, identity, created_at, updated_at) "
-            f"VALUES ('u1', 'old', '{now}', '{now}')",
+            f"VALUES ('{U1}', 'old', '{now}', '{now}')",
             "INSERT INTO sessions (id, user_id, status, created_at, updated_at) "
-            f"VALUES ('s1', 'u1', 'in_progress', '{now}', '{now}')",
+            f"VALUES ('{S1}', '{U1}', 'in_progress', '{now}', '{now}')",
             "INSERT INTO phase_outputs (id, session_id, phase_id, phase_name, status, "
-            "system_prompt, user_input, output, created_at, updated_at) VALUES ('p1', 's1', "
+            f"system_prompt, user_input, output, created_at, updated_at) VALUES ('{P1}', '{S1}', "
             f"'challenge', 'Challenge', 'completed', 'sys', 'in', 'out', '{now}', '{now}')",
             "INSERT INTO session_conversations (session_id, role, content, interrupted, "
-            f"created_at) VALUES ('s1', 'user', 'hello', false, '{now}')",
+            f"created_at) VALUES ('{S1}', 'user', 'hello', false, '{now}')",
             "INSERT INTO session_state (session_id, step, data, template, view, created_at, "
-            f"updated_at) VALUES ('s1', 0, '{{}}', '{{}}', '{{}}', '{now}', '{now}')",
+            f"updated_at) VALUES ('{S1}', 0, '{{}}', '{{}}', '{{}}', '{now}', '{now}')",
         ):
             await conn.execute(text(statement))
         for step in v1:
             await conn.execute(
                 text(
-                    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, "
-                    f"payload, created_at) VALUES ('s1', :seq, :codec, 1, :sig, :payload, '{now}')"
+                    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, "
+                    f"created_at) VALUES ('{S1}', :seq, :codec, 1, :sig, :payload, '{now}')"
                 ),
                 {
                     "seq": step.seq,
@@ -153,12 +156,12 @@ async def test_a_0002_database_with_rows_upgrades_and_resumes(
             ).all()
         assert {version for version, _ in rows} == {2}
         assert sum(len(p) for _, p in rows) < sum(len(s.payload) for s in v1) / 2
-        assert await repo.agent_step_count("s1") == len(items)
-        result = await repo.resume_session("s1", user_id="u1")
+        assert await repo.agent_step_count(S1) == len(items)
+        result = await repo.resume_session(S1, user_id=U1)
         assert result.memory == items and result.stored_steps == len(items)
         assert [m.content for m in result.context.history][-1] == "hello"
-        await repo.append_agent_steps("s1", ["next"], start=len(items))  # appends after
-        assert await repo.load_agent_state("s1", since=len(items)) == ["next"]
+        await repo.append_agent_steps(S1, ["next"], start=len(items))  # appends after
+        assert await repo.load_agent_state(S1, since=len(items)) == ["next"]
     finally:
         await repo.aclose()
     # And back: the downgrade re-encodes the steps as the old release reads them.

@@ -99,3 +99,18 @@ async def test_a_session_created_with_its_first_phase_is_never_listed_without_it
     [output] = await repo.get_phase_outputs(session.id)
     assert (output.status, output.system_prompt, output.output) == ("completed", "SYS", "commuting")
     assert (await repo.resume_session(session.id, user_id=user.id)).next_phase_id == "empathize"
+
+
+@pytest.mark.parametrize("bogus", ["not-an-id", "", "A" * 32, "0" * 33, "x' OR '1'='1"])
+async def test_an_id_that_is_no_id_finds_nothing_on_every_backend(
+    repo: Repository, bogus: str
+) -> None:
+    # PostgreSQL stores ids as uuid: a malformed one must read as "not found" there too,
+    # not fail the statement.
+    user = await repo.get_or_create_user("ids")
+    assert await repo.get_session(bogus) is None
+    assert await repo.get_user_sessions(bogus) == []
+    with pytest.raises(SessionNotFound):
+        await repo.resume_session(bogus, user_id=user.id)
+    with pytest.raises(SessionNotFound):
+        await repo.add_session_message(bogus, "user", "hello")

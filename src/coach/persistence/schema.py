@@ -7,9 +7,10 @@ Constraints are named by :data:`NAMING_CONVENTION` so migrations can address the
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     JSON,
@@ -28,8 +29,9 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
     "MESSAGE_ROLES",
@@ -44,6 +46,7 @@ __all__ = [
     "SessionState",
     "StateDelta",
     "User",
+    "HexId",
     "UTCDateTime",
     "new_id",
     "utcnow",
@@ -70,6 +73,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_HEX_ID: Final = re.compile(r"[0-9a-f]{32}")
+_NIL_ID: Final = "0" * 32
+
+
 def new_id() -> str:
     """A new string id (uuid4 hex)."""
     return uuid.uuid4().hex
@@ -78,6 +85,29 @@ def new_id() -> str:
 def _in(column: str, values: tuple[str, ...]) -> str:
     quoted = ", ".join(f"'{value}'" for value in values)
     return f'"{column}" IN ({quoted})'
+
+
+class HexId(TypeDecorator[str]):
+    """A 32-hex-digit id (:func:`new_id`): native ``uuid`` on PostgreSQL — 16 bytes, not
+    33, in every row and index entry that holds it — and text on SQLite. On PostgreSQL a
+    value that is no such id is looked up as the nil id, so it matches nothing (as on
+    SQLite) instead of failing the statement."""
+
+    impl = String(32)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(PG_UUID(as_uuid=False))
+        return dialect.type_descriptor(String(32))
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or dialect.name != "postgresql":
+            return value
+        return value if _HEX_ID.fullmatch(value) else _NIL_ID
+
+    def process_result_value(self, value: object, dialect: Dialect) -> str | None:
+        return None if value is None else str(value).replace("-", "")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -126,7 +156,7 @@ class User(_Audit, Base):
 
     __tablename__ = "users"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
     identity: Mapped[str] = mapped_column(String(255), unique=True)
     display_name: Mapped[str | None] = mapped_column(String(255))
 
@@ -141,8 +171,8 @@ class SessionRow(_Audit, Base):
         Index(None, "user_id", "room"),
     )
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    user_id: Mapped[str] = mapped_column(String(32), ForeignKey("users.id", ondelete="CASCADE"))
+    id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(HexId, ForeignKey("users.id", ondelete="CASCADE"))
     design_challenge: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="in_progress")
     current_agent: Mapped[str | None] = mapped_column(String(64))
@@ -163,10 +193,8 @@ class PhaseOutput(_Audit, Base):
         CheckConstraint(_in("status", PHASE_STATUSES), name="status"),
     )
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    session_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("sessions.id", ondelete="CASCADE")
-    )
+    id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
+    session_id: Mapped[str] = mapped_column(HexId, ForeignKey("sessions.id", ondelete="CASCADE"))
     phase_id: Mapped[str] = mapped_column(String(64))
     phase_name: Mapped[str] = mapped_column(String(255))
     status: Mapped[str] = mapped_column(String(16))
@@ -186,9 +214,7 @@ class SessionConversation(Base):
     )
 
     id: Mapped[int] = mapped_column(_BigId, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("sessions.id", ondelete="CASCADE")
-    )
+    session_id: Mapped[str] = mapped_column(HexId, ForeignKey("sessions.id", ondelete="CASCADE"))
     phase_id: Mapped[str | None] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text)
@@ -202,7 +228,7 @@ class AgentStep(Base):
     __tablename__ = "agent_steps"
 
     session_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     codec: Mapped[str] = mapped_column(String(32))
@@ -225,7 +251,7 @@ class SessionState(_Audit, Base):
     __tablename__ = "session_state"
 
     session_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
     step: Mapped[int] = mapped_column(Integer, default=0)
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -244,7 +270,7 @@ class StateDelta(Base):
     )
 
     session_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
     step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     turn_id: Mapped[str | None] = mapped_column(String(64))
