@@ -338,7 +338,7 @@ class Recorder:
                     continue
                 self._drop(op, type(exc).__name__)
                 if isinstance(op, AppendSteps | WriteZone):
-                    self._fence(op.session_id)
+                    self._fence(op.session_id, exc)
             except Exception as exc:
                 self._drop(op, type(exc).__name__)
 
@@ -349,7 +349,7 @@ class Recorder:
             extra={"op": type(op).__name__, "session_id": op.session_id, "reason": reason},
         )
 
-    def _fence(self, session_id: str) -> None:
+    def _fence(self, session_id: str, cause: CoachError) -> None:
         """Stop writing numbered state for a session whose numbering we lost.
 
         After a refused memory step or zone write, this process's step counters for the
@@ -358,9 +358,12 @@ class Recorder:
         """
         if session_id not in self._fenced:
             self._fenced.add(session_id)
-            logger.error(
-                "session fenced: its state is written elsewhere", extra={"session_id": session_id}
+            message = (
+                "session fenced: its state is written elsewhere"
+                if isinstance(cause, StaleWrite)
+                else "session fenced: one of its numbered writes was refused"
             )
+            logger.error(message, extra={"session_id": session_id, "error": type(cause).__name__})
 
     def is_fenced(self, session_id: str) -> bool:
         """Whether this process stopped writing a session's state (see ``_fence``)."""
