@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     """HMAC key for stored memory steps. Required (and shared) when using PostgreSQL."""
     db_pool_size: int = Field(default=5, ge=1)
+    """Connections per process: the PostgreSQL pool, or SQLite's database threads."""
     db_max_overflow: int = Field(default=10, ge=0)
 
     # --- models ------------------------------------------------------------------

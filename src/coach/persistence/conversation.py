@@ -9,15 +9,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidRole, InvalidWrite
 from ..store import AddMessage
 from .schema import MESSAGE_ROLES, SessionConversation
-from .sql import CONVERSATIONS, AnySelect, clean_text
+from .sql import CONVERSATIONS, AnyRow, AnySelect, clean_text
 
-__all__ = ["conversation_select", "insert_messages", "message_row", "window_select"]
+__all__ = ["conversation_select", "fetch_window", "insert_messages", "message_row"]
 
 _C = SessionConversation
 _COLUMNS: Final = (_C.id, _C.session_id, _C.phase_id, _C.role, _C.content, _C.interrupted)
@@ -72,11 +72,15 @@ def conversation_select(
     return stmt.limit(limit) if limit is not None else stmt
 
 
-def window_select(session_id: str, count: int) -> AnySelect:
-    """The newest ``count`` messages, newest first (role, content, phase, interrupted)."""
-    return (
-        select(_C.role, _C.content, _C.phase_id, _C.interrupted)
-        .where(_C.session_id == session_id)
-        .order_by(_C.created_at.desc(), _C.id.desc())
-        .limit(count)
-    )
+_WINDOW: Final = (
+    select(_C.role, _C.content, _C.phase_id, _C.interrupted)
+    .where(_C.session_id == bindparam("b_id"))
+    .order_by(_C.created_at.desc(), _C.id.desc())
+    .limit(bindparam("b_limit"))
+)
+
+
+def fetch_window(conn: Connection, session_id: str, count: int) -> list[AnyRow]:
+    """The newest ``count`` messages, oldest first (role, content, phase, interrupted)."""
+    rows = conn.execute(_WINDOW, {"b_id": session_id, "b_limit": count}).all()
+    return list(rows)[::-1]

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from ..errors import CorruptBlob, InvalidWrite
 from .codec import EncodedStep, StepCodec
 from .schema import AgentStep, SessionConversation
-from .sql import AGENT_STEPS, SESSIONS, AnyRow, AnySelect
+from .sql import AGENT_STEPS, SESSIONS, AnyRow
 
 __all__ = [
     "decode_or_empty",
@@ -26,8 +26,8 @@ __all__ = [
     "insert_steps",
     "message_text",
     "read_steps",
+    "fetch_steps",
     "step_window",
-    "steps_select",
     "stored_count",
 ]
 
@@ -126,15 +126,25 @@ def step_window(
     return first, end
 
 
-def steps_select(session_id: str, first: int, end: int) -> AnySelect:
+_STEPS: Final = (
+    select(*_COLUMNS, SessionConversation.content)
+    .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
+    .where(
+        AgentStep.session_id == bindparam("b_id"),
+        AgentStep.seq >= bindparam("b_first"),
+        AgentStep.seq < bindparam("b_end"),
+    )
+    .order_by(AgentStep.seq)
+)
+
+
+def fetch_steps(conn: Connection, session_id: str, first: int, end: int) -> list[AnyRow]:
     """The rows at positions ``first .. end - 1`` in order (served by the primary key),
     each with the text of its conversation row when it has one."""
-    return (
-        select(*_COLUMNS, SessionConversation.content)
-        .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
-        .where(AgentStep.session_id == session_id, AgentStep.seq >= first, AgentStep.seq < end)
-        .order_by(AgentStep.seq)
-    )
+    if end <= first:
+        return []
+    params = {"b_id": session_id, "b_first": first, "b_end": end}
+    return list(conn.execute(_STEPS, params).all())
 
 
 def read_steps(
@@ -148,8 +158,7 @@ def read_steps(
     """The stored rows of the window (see :func:`step_window`): ``(first, end, rows)``."""
     count = stored_count(conn, session_id) or 0
     first, end = step_window(count, newest=newest, since=since, limit=limit)
-    rows = list(conn.execute(steps_select(session_id, first, end)).all()) if end > first else []
-    return first, end, rows
+    return first, end, fetch_steps(conn, session_id, first, end)
 
 
 def _decode_all(

@@ -12,9 +12,9 @@ from ..store import PhaseOutputRecord, SavePhaseOutput
 from .schema import PHASE_STATUSES, PhaseOutput, new_id
 from .sql import PHASE_OUTPUTS, AnySelect, check_status, clean_text, upsert
 
-__all__ = ["check_phase_output", "outputs_select", "save_phase_outputs"]
+__all__ = ["OUTPUT_COLUMNS", "check_phase_output", "outputs_select", "save_phase_outputs"]
 
-_COLUMNS: Final = (
+OUTPUT_COLUMNS: Final = (
     PhaseOutput.id,
     PhaseOutput.session_id,
     PhaseOutput.phase_id,
@@ -67,7 +67,7 @@ def save_phase_outputs(
                 "error": new.error,
                 "updated_at": new.updated_at,
             },
-        ).returning(*(PHASE_OUTPUTS.c[c.key] for c in _COLUMNS))
+        ).returning(*(PHASE_OUTPUTS.c[c.key] for c in OUTPUT_COLUMNS))
         records.append(PhaseOutputRecord(*(conn.execute(stmt)).one()))
     return records
 
@@ -75,7 +75,8 @@ def save_phase_outputs(
 def outputs_select(session_id: str, *, include_prompts: bool) -> AnySelect:
     """The session's outputs in creation order; without prompts they read as ``None``."""
     columns = [
-        c if include_prompts or c.key not in _PROMPTS else null().label(c.key) for c in _COLUMNS
+        c if include_prompts or c.key not in _PROMPTS else null().label(c.key)
+        for c in OUTPUT_COLUMNS
     ]
     return (
         select(*columns)

@@ -60,7 +60,7 @@ from .sessions import (
     user_sessions_select,
 )
 from .sql import SESSIONS
-from .zones import delta_record, deltas_select, state_select
+from .zones import delta_record, deltas_select, fetch_state
 
 __all__ = ["DEFAULT_PHASE_IDS", "Repository", "open_repository"]
 
@@ -382,8 +382,7 @@ class Repository:
 
     async def get_state(self, session_id: str) -> StateRecord:
         """The session's zoned state (step 0 and empty zones before any write)."""
-        rows = await self._rows(state_select(session_id), "get_state")
-        return StateRecord(*rows[0]) if rows else StateRecord(session_id, 0)
+        return await self._read(lambda conn: fetch_state(conn, session_id), "get_state")
 
     async def _zoned_write(
         self,

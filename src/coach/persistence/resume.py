@@ -7,29 +7,30 @@ memory steps — so a resume costs the same at 10,000 turns as at 100.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import case, literal, null
+from sqlalchemy import bindparam, case, literal, null, select
 from sqlalchemy.engine import Connection
 
 from ..errors import NothingToResume, SessionCompleted, SessionFailed, SessionNotFound
 from ..state.resume import ResumeContext, completed_phase_ids, next_phase_id, reconstruct_history
 from ..store import PhaseOutputRecord, SessionRecord, StateRecord
-from .conversation import window_select
-from .memory import step_window, steps_select
-from .phases import outputs_select
+from .conversation import fetch_window
+from .memory import fetch_steps, step_window
+from .phases import OUTPUT_COLUMNS
 from .schema import PhaseOutput, SessionRow
 from .sessions import session_record, session_select
 from .sql import AnyRow, AnySelect
-from .zones import state_select
+from .zones import fetch_state
 
 __all__ = ["DEFAULT_MAX_STEPS", "Loaded", "read_resume"]
 
-DEFAULT_MAX_STEPS: Final = 200
-"""Memory steps a resume loads at most: the newest ones (many times the context an LLM
-is sent after pruning, and a fraction of a millisecond each to decode)."""
+DEFAULT_MAX_STEPS: Final = 100
+"""Memory steps a resume loads at most: the newest ones — about the 25 exchanges of the
+reconstructed window (SPEC §5) with the tool calls between them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +72,8 @@ def read_resume(
         SessionFailed: ``Session {id} failed and cannot be resumed``.
         NothingToResume: ``Session {id} has no completed phases to resume from``.
     """
-    stmt = session_select(phase_ids).add_columns(SessionRow.memory_steps)
-    row = (conn.execute(stmt.where(SessionRow.id == session_id))).one_or_none()
+    by_id, outputs_of = _statements(tuple(phase_ids))
+    row = conn.execute(by_id, {"b_id": session_id}).one_or_none()
     if row is None or row.user_id != user_id:
         raise SessionNotFound(session_id)
     session = session_record(row)
@@ -80,18 +81,16 @@ def read_resume(
         raise SessionCompleted(session_id)
     if session.status == "failed":
         raise SessionFailed(session_id)
-    outputs = [PhaseOutputRecord(*r) for r in conn.execute(_outputs_select(session_id))]
+    outputs = [PhaseOutputRecord(*r) for r in conn.execute(outputs_of, {"b_id": session_id})]
     done = completed_phase_ids(outputs)
     if not done:
         raise NothingToResume(session_id)
     messages: list[_Message] = []
     if max_pairs:
-        newest = conn.execute(window_select(session_id, 2 * max_pairs))
-        messages = [_Message(*r) for r in newest][::-1]
+        messages = [_Message(*r) for r in fetch_window(conn, session_id, 2 * max_pairs)]
     stored = int(row.memory_steps)
-    first, end = step_window(stored, newest=max_steps, since=None)
-    step_rows = (conn.execute(steps_select(session_id, first, end))).all() if end else []
-    state_row = (conn.execute(state_select(session_id))).one_or_none()
+    first, end = step_window(stored, newest=max_steps)
+    step_rows = fetch_steps(conn, session_id, first, end)
     window = [o for o in outputs if o.status == "completed" and o.system_prompt is not None]
     context = ResumeContext(
         history=reconstruct_history(window[-max_pairs:] if max_pairs else [], messages, max_pairs),
@@ -104,24 +103,35 @@ def read_resume(
         next_phase_id=next_phase_id(phase_ids, outputs),
         context=context,
         outputs=[_without_prompts(o) for o in outputs],
-        state=StateRecord(*state_row) if state_row is not None else StateRecord(session_id, 0),
+        state=fetch_state(conn, session_id),
         stored_steps=stored,
         steps_from=first,
         step_rows=step_rows,
     )
 
 
-def _outputs_select(session_id: str) -> AnySelect:
-    """The session's outputs with ``user_input`` (the window needs it) but a system prompt
-    read only as present (``""``) or not (``None``): it can be long."""
-    has_prompt = case((PhaseOutput.system_prompt.is_(None), null()), else_=literal(""))
-    base = outputs_select(session_id, include_prompts=True)
-    return base.with_only_columns(
-        *(
-            has_prompt.label("system_prompt") if column.key == "system_prompt" else column
-            for column in base.selected_columns
-        )
+@functools.lru_cache(maxsize=8)
+def _statements(phase_ids: tuple[str, ...]) -> tuple[AnySelect, AnySelect]:
+    """The session (with its stored step count) and its outputs, by ``b_id``: built once
+    per manifest, since building a statement costs more than SQLite runs it.
+
+    The outputs carry ``user_input`` (the window needs it) but the system prompt only as
+    present (``""``) or not (``None``): it can be long.
+    """
+    by_id = (
+        session_select(phase_ids)
+        .add_columns(SessionRow.memory_steps)
+        .where(SessionRow.id == bindparam("b_id"))
     )
+    has_prompt = case((PhaseOutput.system_prompt.is_(None), null()), else_=literal(""))
+    outputs = (
+        select(
+            *(has_prompt.label(c.key) if c.key == "system_prompt" else c for c in OUTPUT_COLUMNS)
+        )
+        .where(PhaseOutput.session_id == bindparam("b_id"))
+        .order_by(PhaseOutput.created_at, PhaseOutput.id)
+    )
+    return by_id, outputs
 
 
 def _without_prompts(output: PhaseOutputRecord) -> PhaseOutputRecord:

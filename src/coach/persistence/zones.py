@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -21,7 +21,7 @@ from ..store import StateRecord, WriteZone
 from .schema import SessionState, StateDelta
 from .sql import DELTAS, SESSIONS, STATES, AnyRow, AnySelect, json_object, upsert
 
-__all__ = ["check_zone_write", "delta_record", "deltas_select", "state_select", "write_zones"]
+__all__ = ["check_zone_write", "delta_record", "deltas_select", "fetch_state", "write_zones"]
 
 _STATE: Final = (
     SessionState.session_id,
@@ -54,9 +54,13 @@ def check_zone_write(op: WriteZone) -> None:
             json_object(op.value, zone.value)
 
 
-def state_select(session_id: str) -> AnySelect:
-    """The session's state row as :class:`StateRecord` columns."""
-    return select(*_STATE).where(SessionState.session_id == session_id)
+_STATE_ROW: Final = select(*_STATE).where(SessionState.session_id == bindparam("b_id"))
+
+
+def fetch_state(conn: Connection, session_id: str) -> StateRecord:
+    """The session's zoned state (step 0 and empty zones before any write)."""
+    row = conn.execute(_STATE_ROW, {"b_id": session_id}).one_or_none()
+    return StateRecord(*row) if row is not None else StateRecord(session_id, 0)
 
 
 def deltas_select(session_id: str, since_step: int, limit: int | None) -> AnySelect:
