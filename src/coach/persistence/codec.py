@@ -22,7 +22,6 @@ releases, still decodes; migration 0003 converts stored rows to version 2.
 from __future__ import annotations
 
 import functools
-import hashlib
 import hmac
 import importlib
 import io
@@ -162,20 +161,17 @@ class StepCodec:
     ) -> bytes:
         """Return the HMAC-SHA256 of a payload bound to its session, position and codec
         (and to the text it left out, if any)."""
-        mac = hmac.new(self._secret, digestmod=hashlib.sha256)
         parts = [codec.encode(), str(version).encode(), session_id.encode()]
         if text is None:
             parts.insert(0, _DOMAIN)
         else:
             parts[:0] = [_DOMAIN_WITH_TEXT, text.encode("utf-8", "surrogatepass")]
-        for part in parts:
-            mac.update(len(part).to_bytes(4, "big"))
-            mac.update(part)
-        mac.update(seq.to_bytes(8, "big", signed=True))
-        mac.update(payload)
+        message = b"".join(len(part).to_bytes(4, "big") + part for part in parts)
+        message += seq.to_bytes(8, "big", signed=True) + payload
+        digest = hmac.digest(self._secret, message, "sha256")
         # Version 2 keeps the first 128 bits (HMAC-SHA256-128): as strong against forgery
         # as needed here, and half the bytes on every stored step.
-        return mac.digest() if version == 1 else mac.digest()[:16]
+        return digest if version == 1 else digest[:16]
 
     def sign(
         self,
