@@ -1,1 +1,1 @@
-"""Runnable benchmarks (``python -m bench.<name>`` from the repository root)."""
+"""Benchmarks; the entry point is ``python -m bench.core`` from the repository root."""

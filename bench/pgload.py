@@ -1,0 +1,313 @@
+"""Section 5 of ``bench.core``: several OS processes recording into one PostgreSQL.
+
+Each process is what a worker of a fleet is: its own event loop, its own ``Recorder``
+and repository (connection pool), recording ``sessions`` conversations. Every message
+is submitted together with its memory step (a ``ChatMessage``), so "messages/s" is also
+memory steps/s. The processes start together (a barrier, after their imports and
+warm-up) and run:
+
+* **flat out** — each submits its messages as fast as the recorder's back-pressure
+  allows; throughput is all messages over the time from the common start until the
+  last process has flushed;
+* **paced** — together they offer a fixed rate (open loop: message ``k`` of a process
+  is due at ``start + k / rate``, whatever happened before), and every op's latency
+  from enqueue to the return of the ``write_batch`` that committed it is recorded. The
+  latency is taken from when the op was *due*, so a late loop counts against recording
+  (and from the actual enqueue, for comparison).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import queue
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .measure import percentile, pg_database, pg_url, table, verdict
+
+SECRET = b"x" * 32
+
+
+class TimedStore:
+    """A store that notes when each op's batch committed (wraps the repository)."""
+
+    def __init__(self, repo: Any) -> None:
+        self._repo = repo
+        self.due: dict[int, tuple[float, float]] = {}
+        """``id(op)`` -> (when it was due, when it was submitted), until committed."""
+        self.from_due: list[float] = []
+        self.from_submit: list[float] = []
+
+    async def write_batch(self, ops: Sequence[Any]) -> None:
+        """Write through, then record each op's latency."""
+        await self._repo.write_batch(ops)
+        now = time.monotonic()
+        for op in ops:
+            found = self.due.pop(id(op), None)
+            if found is not None:
+                self.from_due.append(now - found[0])
+                self.from_submit.append(now - found[1])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._repo, name)
+
+
+@dataclass
+class WorkerResult:
+    """What one process reports."""
+
+    messages: int
+    start: float
+    end: float
+    batches: int
+    errors: int
+    from_due: list[float] = field(default_factory=list)
+    from_submit: list[float] = field(default_factory=list)
+
+
+async def _work(
+    index: int, url: str, sessions: int, mode: str, amount: float, rate: float, barrier: Any
+) -> WorkerResult:
+    from coach.persistence import open_repository
+    from coach.recording import Recorder
+    from coach.store import AddMessage, AppendSteps
+
+    from .backends import chat_items
+    from .text import turns
+
+    repo = await open_repository(url, secret=SECRET)
+    try:
+        user = await repo.get_or_create_user(f"bench-{mode}-{index}-{time.time_ns()}")
+        ids = [(await repo.create_session(user.id, "challenge")).id for _ in range(sessions)]
+        count = int(amount) if mode == "flat" else int(amount * rate)
+        texts = turns(100 + index, count // 2 + 26)
+        messages = [m for t in texts for m in (t.user, t.assistant)]
+        items = [i for t in texts for i in chat_items(t)]
+        store = TimedStore(repo)
+        recorder = Recorder(store)
+        recorder.start()
+        next_step = dict.fromkeys(ids, 0)
+
+        def submit(k: int, due: float | None) -> None:
+            sid = ids[(k // 2) % sessions]  # each session gets a user message, then a reply
+            role = ("user", "assistant")[k % 2]
+            message = AddMessage(sid, role, messages[k])
+            steps = AppendSteps(sid, next_step[sid], (items[k],))
+            next_step[sid] += 1
+            if due is not None:
+                now = time.monotonic()
+                store.due[id(message)] = store.due[id(steps)] = (due, now)
+            recorder.submit(message)
+            recorder.submit(steps)
+
+        for k in range(50):  # warm-up: connections, statement caches
+            submit(k, None)
+        await recorder.flush()
+        warm = recorder.stats().batches
+        barrier.wait()
+        start = time.monotonic()
+        if mode == "flat":
+            for k in range(50, 50 + count):
+                submit(k, None)
+                if recorder.saturated:
+                    await recorder.wait_for_capacity()
+                if k % 20 == 0:
+                    await asyncio.sleep(0)
+        else:
+            k = 0
+            while k < count:
+                due_now = min(count, int((time.monotonic() - start) * rate) + 1)
+                while k < due_now:
+                    submit(50 + k, start + k / rate)
+                    k += 1
+                await asyncio.sleep(max(0.0, start + k / rate - time.monotonic()))
+        await recorder.flush()
+        end = time.monotonic()
+        stats = recorder.stats()
+        await recorder.aclose()
+        return WorkerResult(
+            count,
+            start,
+            end,
+            stats.batches - warm,
+            stats.errors + stats.dropped,
+            store.from_due,
+            store.from_submit,
+        )
+    finally:
+        await repo.aclose()
+
+
+def _worker(
+    index: int,
+    url: str,
+    sessions: int,
+    mode: str,
+    amount: float,
+    rate: float,
+    barrier: Any,
+    out: Any,
+) -> None:
+    """Process entry point: run :func:`_work` and send its result back."""
+    try:
+        out.put(asyncio.run(_work(index, url, sessions, mode, amount, rate, barrier)))
+    except BaseException as exc:
+        out.put(RuntimeError(f"worker {index}: {type(exc).__name__}: {exc}"))
+        barrier.abort()
+        raise
+
+
+def run_processes(
+    url: str, processes: int, sessions: int, mode: str, amount: float, rate: float
+) -> list[WorkerResult]:
+    """Start ``processes`` workers and collect their results.
+
+    ``amount`` is messages per process (flat) or seconds (paced, at ``rate`` messages/s
+    per process).
+    """
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(processes, timeout=120)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_worker, args=(i, url, sessions, mode, amount, rate, barrier, out), daemon=True
+        )
+        for i in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    results: list[Any] = []
+    deadline = time.monotonic() + 900
+    while len(results) < len(procs):
+        try:
+            results.append(out.get(timeout=1))
+        except queue.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                barrier.abort()
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"a worker died (exit code {dead[0].exitcode})") from None
+    for p in procs:
+        p.join(timeout=60)
+    failed = [r for r in results if isinstance(r, Exception)]
+    if failed:
+        raise failed[0]
+    return results
+
+
+@dataclass
+class LoadResult:
+    """Flat-out runs and paced runs of section 5."""
+
+    processes: int
+    sessions: int
+    flat: list[list[WorkerResult]]
+    paced: list[list[WorkerResult]]
+    rate: float
+
+    @staticmethod
+    def throughput(run: list[WorkerResult]) -> float:
+        """All messages over the time from the first start to the last flush."""
+        return sum(w.messages for w in run) / (max(w.end for w in run) - min(w.start for w in run))
+
+
+async def section_load(
+    processes: int, sessions: int, messages: int, rate: float, seconds: float, reps: int
+) -> LoadResult:
+    """``reps`` flat-out runs and ``reps`` paced runs, alternating, in one fresh database."""
+    from coach.persistence import open_repository
+
+    from .sections import log
+
+    result = LoadResult(processes, sessions, [], [], rate)
+    async with pg_database("load") as name:
+        url = pg_url(name)
+        repo = await open_repository(url, secret=SECRET, create_schema=True)
+        await repo.aclose()
+        loop = asyncio.get_running_loop()
+        for rep in range(reps):
+            for mode in ("flat", "paced") if rep % 2 == 0 else ("paced", "flat"):
+                if mode == "flat":
+                    run = await loop.run_in_executor(
+                        None, run_processes, url, processes, sessions, "flat", messages, 0.0
+                    )
+                    result.flat.append(run)
+                    log(f"  [5] rep {rep + 1} flat out: {LoadResult.throughput(run):,.0f} msg/s")
+                else:
+                    run = await loop.run_in_executor(
+                        None,
+                        run_processes,
+                        url,
+                        processes,
+                        sessions,
+                        "paced",
+                        seconds,
+                        rate / processes,
+                    )
+                    result.paced.append(run)
+                    p99 = percentile([x for w in run for x in w.from_due], 0.99) * 1000
+                    log(f"  [5] rep {rep + 1} paced {rate:,.0f}/s: p99 {p99:.1f} ms")
+    return result
+
+
+def load_report(r: LoadResult) -> str:
+    """Section 5's tables and verdicts."""
+    rates = [LoadResult.throughput(run) for run in r.flat]
+    messages = sum(w.messages for w in r.flat[0]) if r.flat else 0
+    ops = [sum(2 * w.messages for w in run) / max(1, sum(w.batches for w in run)) for run in r.flat]
+    flat = table(
+        [
+            "processes × sessions",
+            "messages (+ as many memory steps) per run",
+            "messages/s, median run",
+            "runs (messages/s)",
+            "ops per commit",
+            "target",
+        ],
+        [
+            [
+                f"{r.processes} × {r.sessions}",
+                f"{messages:,}",
+                f"{statistics.median(rates):,.0f}",
+                ", ".join(f"{x:,.0f}" for x in rates),
+                f"{statistics.median(ops):.0f}",
+                f"{verdict(statistics.median(rates) >= 5000)} (≥ 5,000/s)",
+            ]
+        ],
+    )
+    due = [x for run in r.paced for w in run for x in w.from_due]
+    sent = [x for run in r.paced for w in run for x in w.from_submit]
+    achieved = [LoadResult.throughput(run) for run in r.paced]
+    p99 = percentile(due, 0.99) * 1000
+    per_run = [percentile([x for w in run for x in w.from_due], 0.99) * 1000 for run in r.paced]
+    paced = table(
+        [
+            "offered (messages/s)",
+            "achieved, median run",
+            "latency from due, all runs: p50 / p99 / max (ms)",
+            "from enqueue: p50 / p99 (ms)",
+            "p99 from due, each run (ms)",
+            "ops measured",
+            "target",
+        ],
+        [
+            [
+                f"{r.rate:,.0f}",
+                f"{statistics.median(achieved):,.0f}" if achieved else "–",
+                f"{percentile(due, 0.5) * 1000:.1f} / {p99:.1f} / {max(due, default=0) * 1000:.1f}",
+                f"{percentile(sent, 0.5) * 1000:.1f} / {percentile(sent, 0.99) * 1000:.1f}",
+                ", ".join(f"{x:.1f}" for x in per_run),
+                f"{len(due):,}",
+                f"{verdict(p99 <= 150)} (p99 ≤ 150 ms)",
+            ]
+        ],
+    )
+    return (
+        f"**Flat out** ({len(r.flat)} runs)\n\n{flat}\n\n"
+        f"**Paced** ({len(r.paced)} runs; the recorder's commit window is 50 ms)\n\n{paced}"
+    )
