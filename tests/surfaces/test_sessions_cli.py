@@ -1,6 +1,9 @@
 """`python -m coach sessions ...` on a database a scripted conversation filled."""
 
+import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 
 from coach.runtime import Runtime
@@ -68,3 +71,24 @@ async def test_unknown_session_is_one_clear_line(tmp_path: Path) -> None:
     code, out, err = await coach("sessions", "show", "f" * 32, env=env)
     assert (code, out) == (2, "")
     assert err == f"coach: Session {'f' * 32} not found\n"
+
+
+async def test_a_reader_that_goes_away_ends_the_listing_quietly(tmp_path: Path) -> None:
+    # `sessions list | head`: the reader closed its end before coach wrote a line.
+    env = coach_env(tmp_path)
+    code, _, err = await coach("db", "upgrade", env=env)
+    assert code == 0, err
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "coach", "sessions", "list"),
+            stdout=write,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+    finally:
+        os.close(write)
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert b"Traceback" not in err
+    assert proc.returncode == 0, err.decode()
