@@ -83,8 +83,11 @@ class Settings(BaseSettings):
 
     @property
     def is_embedded_sqlite(self) -> bool:
-        """True for the default SQLite file, the only database migrated automatically."""
-        return self.database_url == _default_database_url()
+        """True for a SQLite file (the default or any other): embedded and single-worker,
+        so it is migrated automatically. PostgreSQL runs ``db upgrade`` instead."""
+        scheme, _, rest = self.database_url.partition("://")
+        path = rest.split("?", 1)[0]
+        return scheme.split("+")[0] == "sqlite" and path not in ("", "/", "/:memory:")
 
     @property
     def llm_read_timeout(self) -> float:

@@ -2,6 +2,7 @@
 the local fake OpenAI server, a real SQLite file."""
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from coach.persistence import open_repository
-from tests.fakes import FakeOpenAIServer, load_script, say
+from coach.settings import Settings
+from coach.surfaces.chat import run_chat
+from tests.fakes import FakeOpenAIServer, ScriptedLLM, load_script, say
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "fixtures" / "demo_script.yaml"
@@ -209,3 +212,27 @@ async def test_ctrl_c_while_waiting_for_input_exits_cleanly(tmp_path: Path) -> N
         err = (await proc.stderr.read()).decode()
     assert code == 0
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("word", ["quit", "exit", "/quit", "EXIT"])
+async def test_a_quit_word_ends_the_chat_and_never_reaches_the_model(
+    tmp_path: Path, word: str
+) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'quit.db'}",
+        secret_key=SECRET,  # type: ignore[arg-type]
+        llm_base_url="http://127.0.0.1:9/v1",
+    )
+    model = ScriptedLLM([say("Hi! What's your name?")])  # no reply for a second turn
+    out = io.StringIO()
+    lines = io.StringIO(f"{word}\nthis must never be sent\n")
+    code = await run_chat(settings, user="quitter", chat_llm=model, stdin=lines, stdout=out)
+    assert code == 0
+    assert out.getvalue() == "coach> Hi! What's your name?\n"
+
+
+async def test_any_sqlite_file_is_migrated_when_first_used(tmp_path: Path) -> None:
+    # Not the default path: still embedded and single-worker, so no `db upgrade` step.
+    env = coach_env(tmp_path, COACH_DATABASE_URL=f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    code, out, err = await coach("sessions", "list", env=env)
+    assert (code, out.strip()) == (0, "no sessions"), err

@@ -22,6 +22,8 @@ from ..runtime import Runtime
 from ..settings import Settings
 
 DIM, RESET = "\033[2m", "\033[0m"
+QUIT = frozenset({"exit", "quit", "/quit", "/exit"})
+"""Lines that end the chat (never sent to the model), like Ctrl-D."""
 
 
 class Transcript:
@@ -115,8 +117,11 @@ async def run_chat(
             await greeting
             reader = LineReader(stdin, "you> ")
             while (line := await reader.read()) is not None:
-                if line.strip():
-                    await session.run(user_input=line.strip())
+                said = line.strip()
+                if said.lower() in QUIT:
+                    break
+                if said:
+                    await session.run(user_input=said)
         finally:
             await session.aclose()
     finally:
