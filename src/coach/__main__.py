@@ -85,6 +85,7 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         settings.database_url,
         secret=settings.memory_secret,
         create_schema=settings.is_embedded_sqlite,
+        check_schema=not settings.is_embedded_sqlite,
         phase_ids=load_prompts(settings.prompts_dir).manifest.ids,
     )
     try:

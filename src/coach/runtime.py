@@ -41,12 +41,14 @@ class Runtime:
 
     @classmethod
     async def open(cls, settings: Settings, *, prompts: PromptBook | None = None) -> Runtime:
-        """Load prompts, open the repository (migrating the embedded SQLite default) and
-        start the recorder. Raises PromptError, ConfigError or StorageError."""
+        """Load prompts, open the repository (migrating a SQLite file; checking that any
+        other database is reachable and migrated) and start the recorder. Raises
+        PromptError, ConfigError or StorageError."""
         prompts = prompts or load_prompts(settings.prompts_dir)
         store = await open_repository(
             settings.database_url,
             create_schema=settings.is_embedded_sqlite,
+            check_schema=not settings.is_embedded_sqlite,
             secret=settings.memory_secret,
             phase_ids=prompts.manifest.ids,
             pool_size=settings.db_pool_size,

@@ -236,3 +236,42 @@ async def test_any_sqlite_file_is_migrated_when_first_used(tmp_path: Path) -> No
     env = coach_env(tmp_path, COACH_DATABASE_URL=f"sqlite:///{tmp_path / 'elsewhere.db'}")
     code, out, err = await coach("sessions", "list", env=env)
     assert (code, out.strip()) == (0, "no sessions"), err
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", [("chat",), ("sessions", "list")])
+async def test_an_unmigrated_database_stops_at_start_naming_db_upgrade(
+    tmp_path: Path, blank_postgres_url: str, command: tuple[str, ...]
+) -> None:
+    env = coach_env(
+        tmp_path, COACH_DATABASE_URL=blank_postgres_url, COACH_LLM_BASE_URL="http://127.0.0.1:9/v1"
+    )
+    code, out, err = await coach(*command, env=env, stdin="hello\n")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "python -m coach db upgrade" in err, err
+    assert "not migrated" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [("chat",), ("sessions", "list")])
+async def test_an_unreachable_database_is_one_line_at_start(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    env = coach_env(
+        tmp_path,
+        COACH_DATABASE_URL="postgresql://coach@127.0.0.1:1/nowhere",
+        COACH_LLM_BASE_URL="http://127.0.0.1:9/v1",
+    )
+    code, out, err = await coach(*command, env=env, stdin="hello\n")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "cannot read the database" in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.postgres
+async def test_db_upgrade_of_a_missing_database_says_why_in_one_line(tmp_path: Path) -> None:
+    env = coach_env(
+        tmp_path, COACH_DATABASE_URL="postgresql://postgres@127.0.0.1:5432/coach_no_such_db"
+    )
+    code, out, err = await coach("db", "upgrade", env=env)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and 'database "coach_no_such_db" does not exist' in err, err

@@ -28,7 +28,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from .._resources import resource_path
-from ..errors import StorageError
+from ..errors import ConfigError, StorageError
 from .engine import create_engine, normalize_url, write_engine
 from .schema import Base
 
@@ -37,6 +37,7 @@ __all__ = [
     "current_revision",
     "ensure_schema",
     "head_revision",
+    "require_current",
     "schema_diff",
     "upgrade",
     "upgrade_sync",
@@ -87,9 +88,10 @@ async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | Non
         async with write_engine(engine).begin() as conn:
             await conn.run_sync(_upgrade, config, revision)
     except SQLAlchemyError as exc:
-        raise StorageError(f"migrating the database failed: {type(exc).__name__}") from exc
+        reason = _first_line(getattr(exc, "orig", None) or exc)
+        raise StorageError(f"migrating the database failed: {reason}") from exc
     except OSError as exc:
-        raise StorageError(f"cannot reach the database: {exc}") from exc
+        raise StorageError(f"cannot reach the database: {_first_line(exc)}") from exc
     finally:
         await engine.dispose()
 
@@ -118,10 +120,34 @@ async def current_revision(url: str | URL) -> str | None:
     try:
         async with engine.connect() as conn:
             return await conn.run_sync(_current)
-    except SQLAlchemyError as exc:
-        raise StorageError(f"reading the schema revision failed: {type(exc).__name__}") from exc
+    except (SQLAlchemyError, OSError) as exc:
+        reason = _first_line(getattr(exc, "orig", None) or exc)
+        raise StorageError(f"cannot read the database: {reason}") from exc
     finally:
         await engine.dispose()
+
+
+async def require_current(url: str | URL) -> None:
+    """Check, before any conversation, that the database is reachable and migrated.
+
+    Raises:
+        StorageError: The database cannot be reached or does not exist.
+        ConfigError: It is not at this release's revision (the message names
+            ``python -m coach db upgrade``).
+    """
+    revision, head = await current_revision(url), head_revision()
+    if revision != head:
+        state = "not migrated" if revision is None else f"at revision {revision}"
+        raise ConfigError(
+            f"The database is {state}; this release needs revision {head}. "
+            "Run: python -m coach db upgrade"
+        )
+
+
+def _first_line(error: BaseException) -> str:
+    """A driver error as one line (its type when it says nothing)."""
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__
 
 
 def _diff(connection: Connection) -> list[Any]:

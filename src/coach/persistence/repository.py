@@ -45,7 +45,7 @@ from .codec import StepCodec
 from .conversation import conversation_select
 from .engine import Database, create_engine
 from .memory import decode_or_empty, read_steps, stored_count
-from .migrate import upgrade
+from .migrate import require_current, upgrade
 from .phases import outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
 from .schema import SessionRow, User, new_id, utcnow
@@ -496,6 +496,7 @@ async def open_repository(
     *,
     secret: bytes,
     create_schema: bool = False,
+    check_schema: bool = False,
     phase_ids: Sequence[str] = DEFAULT_PHASE_IDS,
     pool_size: int = 5,
     max_overflow: int = 10,
@@ -506,8 +507,10 @@ async def open_repository(
     Args:
         url: A SQLAlchemy URL (``sqlite:///...`` or ``postgresql://...``, any driver).
         secret: The HMAC key of memory steps (``Settings.memory_secret``).
-        create_schema: Run the Alembic migrations first (the embedded SQLite default;
-            PostgreSQL fleets run ``python -m coach db upgrade`` instead).
+        create_schema: Run the Alembic migrations first (SQLite; PostgreSQL fleets run
+            ``python -m coach db upgrade`` instead).
+        check_schema: Check first that the database is reachable and migrated
+            (:func:`~.migrate.require_current`): a surface fails at start, not mid-turn.
         phase_ids: The manifest's phase ids, in order.
         pool_size: Connections (PostgreSQL pool; SQLite worker threads).
         max_overflow: PostgreSQL pool overflow.
@@ -515,5 +518,7 @@ async def open_repository(
     """
     if create_schema:
         await upgrade(url, secret=secret)
+    elif check_schema:
+        await require_current(url)
     database = Database(url, pool_size=pool_size, max_overflow=max_overflow)
     return Repository(database, secret=secret, phase_ids=phase_ids, clock=clock)
