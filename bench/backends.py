@@ -217,7 +217,28 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-class AgentsSQLAlchemyBackend:
+class _AgentsSessionOps:
+    """What both openai-agents sessions do alike: their items, writes and window read."""
+
+    def items(self, handle: Any, turn: Turn) -> list[dict[str, Any]]:
+        """User item and assistant output item."""
+        return agents_items(turn)
+
+    async def write_turn(self, handle: Any, items: list[dict[str, Any]]) -> None:
+        """One ``add_items``: one transaction."""
+        await handle.add_items(items)
+
+    async def bulk_load(self, handle: Any, turns: Sequence[Turn]) -> None:
+        """``add_items`` of many turns at once."""
+        for first in range(0, len(turns), 500):
+            await handle.add_items([i for t in turns[first : first + 500] for i in agents_items(t)])
+
+    async def read_window(self, handle: Any) -> int:
+        """``get_items(limit=50)``: the newest 25 pairs."""
+        return len(await handle.get_items(limit=2 * WINDOW_PAIRS))
+
+
+class AgentsSQLAlchemyBackend(_AgentsSessionOps):
     """openai-agents ``SQLAlchemySession`` on an engine this bench creates."""
 
     label = "agents SQLAlchemySession"
@@ -244,23 +265,6 @@ class AgentsSQLAlchemyBackend:
             self._first = False
         return session
 
-    def items(self, handle: Any, turn: Turn) -> list[dict[str, Any]]:
-        """User item and assistant output item."""
-        return agents_items(turn)
-
-    async def write_turn(self, handle: Any, items: list[dict[str, Any]]) -> None:
-        """One ``add_items``: one transaction."""
-        await handle.add_items(items)
-
-    async def bulk_load(self, handle: Any, turns: Sequence[Turn]) -> None:
-        """``add_items`` of many turns at once."""
-        for first in range(0, len(turns), 500):
-            await handle.add_items([i for t in turns[first : first + 500] for i in agents_items(t)])
-
-    async def read_window(self, handle: Any) -> int:
-        """``get_items(limit=50)``: the newest 25 pairs."""
-        return len(await handle.get_items(limit=2 * WINDOW_PAIRS))
-
     async def aclose(self) -> None:
         """Dispose of the engine."""
         if self.engine is not None:
@@ -286,7 +290,7 @@ def _normal_sync_sqlite_session() -> type[Any]:
     return _NormalSyncSQLiteSession
 
 
-class AgentsSQLiteBackend:
+class AgentsSQLiteBackend(_AgentsSessionOps):
     """openai-agents ``SQLiteSession`` (stdlib ``sqlite3`` in worker threads) on one file."""
 
     label = "agents SQLiteSession"
@@ -306,23 +310,6 @@ class AgentsSQLiteBackend:
         session = self._cls(key, self.path)
         self._sessions.append(session)
         return session
-
-    def items(self, handle: Any, turn: Turn) -> list[dict[str, Any]]:
-        """User item and assistant output item."""
-        return agents_items(turn)
-
-    async def write_turn(self, handle: Any, items: list[dict[str, Any]]) -> None:
-        """One ``add_items``: one transaction."""
-        await handle.add_items(items)
-
-    async def bulk_load(self, handle: Any, turns: Sequence[Turn]) -> None:
-        """``add_items`` of many turns at once."""
-        for first in range(0, len(turns), 500):
-            await handle.add_items([i for t in turns[first : first + 500] for i in agents_items(t)])
-
-    async def read_window(self, handle: Any) -> int:
-        """``get_items(limit=50)``: the newest 25 pairs."""
-        return len(await handle.get_items(limit=2 * WINDOW_PAIRS))
 
     async def aclose(self) -> None:
         """Close every session's connections."""

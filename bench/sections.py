@@ -443,7 +443,6 @@ class CoachStateReader:
 
 async def section_reads(db: str, sizes: list[int], reads: int, anchors: bool) -> ReadResult:
     """Build one session per size in every store, then time the reads interleaved."""
-    stores: dict[str, tuple[Any, dict[int, Any]]] = {}
     if db == "sqlite":
         with sqlite_dir() as directory:
             backends: list[Backend] = [CoachBackend(sqlite_url(directory / "coach.db"))]
@@ -454,32 +453,27 @@ async def section_reads(db: str, sizes: list[int], reads: int, anchors: bool) ->
                     LangGraphBackend(directory / "lg.db"),
                     RawAiosqliteBackend(directory / "raw.db"),
                 ]
-            try:
-                for backend in backends:
-                    await backend.open()
-                    stores[backend.label] = (backend, await _load(backend, sizes))
-                    log(f"  [3] sqlite: {backend.label} loaded")
-                _add_state_reader(stores, backends[0])
-                seconds = await _time_reads(stores, sizes, reads)
-            finally:
-                for backend in backends:
-                    await backend.aclose()
-        return ReadResult(db, sizes, seconds)
+            return ReadResult(db, sizes, await _load_and_read(db, backends, sizes, reads))
     async with pg_database("coach") as coach_db, pg_database("agents") as agents_db:
         backends = [CoachBackend(pg_url(coach_db))]
         if anchors:
             backends.append(AgentsSQLAlchemyBackend(pg_url(agents_db)))
-        try:
-            for backend in backends:
-                await backend.open()
-                stores[backend.label] = (backend, await _load(backend, sizes))
-                log(f"  [3] postgres: {backend.label} loaded")
-            _add_state_reader(stores, backends[0])
-            seconds = await _time_reads(stores, sizes, reads)
-        finally:
-            for backend in backends:
-                await backend.aclose()
-    return ReadResult(db, sizes, seconds)
+        return ReadResult(db, sizes, await _load_and_read(db, backends, sizes, reads))
+
+
+async def _load_and_read(db: str, backends: Sequence[Any], sizes: Sequence[int], reads: int) -> Any:
+    """Load every size into every backend, then time the reads (backends closed after)."""
+    stores: dict[str, tuple[Any, dict[int, Any]]] = {}
+    try:
+        for backend in backends:
+            await backend.open()
+            stores[backend.label] = (backend, await _load(backend, sizes))
+            log(f"  [3] {db}: {backend.label} loaded")
+        _add_state_reader(stores, backends[0])
+        return await _time_reads(stores, sizes, reads)
+    finally:
+        for backend in backends:
+            await backend.aclose()
 
 
 def reads_report(results: Sequence[ReadResult]) -> str:
