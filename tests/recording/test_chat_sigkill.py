@@ -55,7 +55,6 @@ from typing import Literal
 import pytest
 import yaml
 from livekit.agents import llm
-from sqlalchemy import text
 
 from coach.errors import NothingToResume, SessionCompleted, SessionFailed
 from coach.persistence import Repository, open_repository
@@ -64,6 +63,7 @@ from tests.conftest import MEMORY_SECRET
 from tests.fakes import FakeOpenAIServer, Reply, parse_script
 
 from .process_group import kill_group, wait_for_group
+from .test_sigkill import stored_seqs
 
 ROOT = Path(__file__).resolve().parents[2]
 VISIT = ROOT / "tests" / "fixtures" / "chat_visit.yaml"
@@ -340,15 +340,6 @@ async def killed_run(
     finally:
         await reap(run, driver, server)
     return run
-
-
-async def stored_seqs(repo: Repository, session_id: str) -> list[int]:
-    async with repo.engine.connect() as conn:
-        rows = await conn.execute(
-            text("SELECT seq FROM agent_steps WHERE session_id = :sid ORDER BY seq"),
-            {"sid": session_id},
-        )
-        return [int(seq) for (seq,) in rows]
 
 
 def _first_difference(stored: list[tuple[str, str]], said: list[tuple[str, str]]) -> str:

@@ -83,16 +83,16 @@ class Plan:
             key = (row["session_id"], row["role"], row["content"])
             unmatched.setdefault(key, deque()).append(index)
         for sid, (start, steps) in plan.appends.items():
-            shared: list[bool] = []
+            shared: list[str | None] = []
             for step in steps:
-                text = message_text(step)
-                waiting = unmatched.get((sid, *text)) if text is not None else None
-                if waiting:
+                said = message_text(step)
+                waiting = unmatched.get((sid, *said)) if said is not None else None
+                if said is not None and waiting:
                     position = len(plan.step_rows) + len(shared)
                     plan.text_links.append((position, waiting.popleft()))
-                    shared.append(True)
+                    shared.append(said[1])
                 else:
-                    shared.append(False)
+                    shared.append(None)
             plan.step_rows += encode_rows(codec, sid, start, steps, shared=shared)
         return plan
 

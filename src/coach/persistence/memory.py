@@ -64,13 +64,13 @@ def encode_rows(
     start: int,
     steps: Sequence[object],
     *,
-    shared: Sequence[bool] = (),
+    shared: Sequence[str | None] = (),
 ) -> list[dict[str, Any]]:
     """Encode and sign ``steps`` as the rows at ``start, start + 1, ...``.
 
-    ``shared[i]`` says that step ``i`` is a message whose text is a conversation row
-    written in the same transaction: its payload leaves the text out, and the caller
-    sets the row's ``message_id``.
+    ``shared[i]``, when not ``None``, is the text of message step ``i`` that a
+    conversation row written in the same transaction holds: its payload leaves the text
+    out, the signature binds it, and the caller sets the row's ``message_id``.
 
     Raises:
         InvalidWrite: A step cannot be pickled (nothing is written).
@@ -78,13 +78,12 @@ def encode_rows(
     rows = []
     for index, step in enumerate(steps):
         seq = start + index
-        elide = index < len(shared) and shared[index]
+        text = shared[index] if index < len(shared) else None
         try:
-            payload = codec.dumps(step, elide_text=elide)
+            payload = codec.dumps(step, elide_text=text is not None)
         except Exception as exc:  # pickle raises PicklingError, TypeError, AttributeError
             raise InvalidWrite(f"memory step {seq} cannot be pickled: {exc}") from exc
-        text = message_text(step) if elide else None
-        encoded = codec.sign(session_id, seq, payload, text=text[1] if text else None)
+        encoded = codec.sign(session_id, seq, payload, text=text)
         rows.append(
             {
                 "session_id": session_id,

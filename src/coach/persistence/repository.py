@@ -22,7 +22,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..errors import InvalidWrite, SessionNotFound, StorageError
+from ..errors import SessionNotFound, StorageError
 from ..state.resume import DEFAULT_MAX_PAIRS
 from ..state.zones import Delta, DeltaSpec, Zone
 from ..store import (
@@ -196,8 +196,6 @@ class Repository:
         self, identity: str, display_name: str | None = None
     ) -> UserRecord:
         """The user with ``identity``, created if needed (race-safe)."""
-        if not identity:
-            raise InvalidWrite("identity must not be empty")
         now = self._clock()
         return await self._db.run(
             lambda conn: upsert_user(conn, identity, display_name, now),

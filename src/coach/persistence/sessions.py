@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..store import SessionRecord, UserRecord
+from .memory import stored_count
 from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User, new_id
 from .sql import SESSIONS, STATES, USERS, AnyRow, AnySelect, check_status, upsert
 
@@ -48,7 +49,6 @@ _CLAIM: Final = (
     .where(SESSIONS.c.id == bindparam("b_id"), SESSIONS.c.memory_steps == bindparam("b_start"))
     .values(memory_steps=bindparam("b_end"))
 )
-_COUNT: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
 
 
 def _completed_count(phase_ids: Sequence[str]) -> ColumnElement[int]:
@@ -165,7 +165,7 @@ def apply_session_write(
         updated = conn.execute(_CLAIM, params).rowcount
     if updated:
         return
-    stored = conn.execute(_COUNT, {"b_id": session_id}).scalar()
+    stored = stored_count(conn, session_id)
     if stored is None:
         raise SessionNotFound(session_id)
     assert steps is not None

@@ -101,12 +101,10 @@ def write_zones(
         SessionNotFound: There is no such session.
     """
     expected = ops[0].expected_step
-    for before, op in enumerate(ops[1:]):
-        if op.expected_step is not None and expected is not None:
-            if op.expected_step != expected + before + 1:
-                raise StaleWrite(
-                    f"Session {session_id} zone writes are not contiguous in one batch"
-                )
+    if expected is not None and any(
+        op.expected_step not in (None, expected + offset) for offset, op in enumerate(ops)
+    ):
+        raise StaleWrite(f"Session {session_id} zone writes are not contiguous in one batch")
     values: dict[str, Any] = {"updated_at": now}
     for op in ops:
         if op.zone is not None:
