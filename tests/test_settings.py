@@ -39,3 +39,76 @@ def test_llm_timeout_is_generous_for_local_servers() -> None:
     assert Settings(llm_base_url="http://localhost:11434/v1").llm_read_timeout == 300
     assert Settings(openai_api_key="sk-x").llm_read_timeout == 15  # type: ignore[arg-type]
     assert Settings(llm_base_url="http://x/v1", llm_timeout=42).llm_read_timeout == 42
+
+
+BLANKABLE = [
+    "OPENAI_API_KEY",
+    "COACH_LLM_BASE_URL",
+    "COACH_LLM_TEMPERATURE",
+    "COACH_LLM_TIMEOUT",
+    "COACH_DATABASE_URL",
+    "COACH_SECRET_KEY",
+    "COACH_PROMPTS_DIR",
+    "COACH_DB_POOL_SIZE",
+    "LIVEKIT_URL",
+]
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Run in an empty directory without any of BLANKABLE set; return those settings."""
+    monkeypatch.chdir(tmp_path)
+    for var in BLANKABLE:
+        monkeypatch.delenv(var, raising=False)
+    return load_settings()
+
+
+@pytest.mark.parametrize("name", BLANKABLE)
+def test_a_blank_value_in_dotenv_means_unset(
+    name: str, tmp_path: Path, clean_env: Settings
+) -> None:
+    (tmp_path / ".env").write_text(f"{name}=\n")
+    assert load_settings() == clean_env
+
+
+@pytest.mark.parametrize("name", BLANKABLE)
+def test_a_blank_environment_variable_means_unset(
+    name: str, clean_env: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(name, "")
+    assert load_settings() == clean_env
+
+
+def test_blank_settings_give_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for var in BLANKABLE:
+        monkeypatch.setenv(var, "")
+    settings = load_settings()
+    assert settings.openai_api_key is None and settings.llm_base_url is None
+    assert settings.llm_temperature is None and settings.prompts_dir is None
+    assert settings.secret_key is None and settings.livekit_url is None
+    assert settings.is_embedded_sqlite and settings.database_url.endswith("coach.db")
+
+
+def test_livekit_variables_are_read_from_dotenv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for var in ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / ".env").write_text(
+        "LIVEKIT_URL=ws://lk.example:7880\nLIVEKIT_API_KEY=k\nLIVEKIT_API_SECRET=s\n"
+    )
+    settings = load_settings()
+    assert settings.livekit_url == "ws://lk.example:7880"
+    assert settings.livekit_api_key is not None
+    assert settings.livekit_api_key.get_secret_value() == "k"
+    assert settings.livekit_api_secret is not None
+    assert settings.livekit_api_secret.get_secret_value() == "s"
+
+
+def test_a_missing_secret_names_the_database_not_a_shared_one() -> None:
+    settings = Settings(database_url="postgresql+asyncpg://db/coach")
+    with pytest.raises(ConfigError, match="COACH_SECRET_KEY is required") as info:
+        _ = settings.memory_secret
+    assert "postgresql" in str(info.value) and "shared" not in str(info.value)

@@ -1,7 +1,8 @@
 """Typed configuration: environment variables (``COACH_`` prefix) and an optional ``.env``.
 
 ``OPENAI_API_KEY`` and the ``LIVEKIT_*`` variables keep their usual names so the
-LiveKit and OpenAI tooling reads the same values.
+LiveKit and OpenAI tooling reads the same values. A blank value (``NAME=``, as in
+``.env.example``) means unset, for every setting.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
@@ -33,7 +34,11 @@ class Settings(BaseSettings):
     """Everything coach reads from its environment."""
 
     model_config = SettingsConfigDict(
-        env_prefix="COACH_", env_file=".env", extra="ignore", populate_by_name=True
+        env_prefix="COACH_",
+        env_file=".env",
+        env_ignore_empty=True,  # `NAME=` in .env or the environment: the default applies
+        extra="ignore",
+        populate_by_name=True,
     )
 
     # --- storage -----------------------------------------------------------------
@@ -76,10 +81,13 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
-    @field_validator("llm_base_url", "stt_base_url", "tts_base_url")
-    @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return value or None
+    # --- LiveKit (the worker commands and `token`) ------------------------------
+    livekit_url: str | None = Field(default=None, validation_alias="LIVEKIT_URL")
+    """The LiveKit server's WebSocket URL."""
+    livekit_api_key: SecretStr | None = Field(default=None, validation_alias="LIVEKIT_API_KEY")
+    livekit_api_secret: SecretStr | None = Field(
+        default=None, validation_alias="LIVEKIT_API_SECRET"
+    )
 
     @property
     def is_embedded_sqlite(self) -> bool:
@@ -118,9 +126,11 @@ class Settings(BaseSettings):
                 raise ConfigError("COACH_SECRET_KEY must be at least 16 characters long.")
             return value.encode()
         if not self.database_url.startswith("sqlite"):
+            scheme = self.database_url.split("://", 1)[0]
             raise ConfigError(
-                "COACH_SECRET_KEY is required with a shared database "
-                "(every worker must use the same value)."
+                f"COACH_SECRET_KEY is required with a {scheme} database (COACH_DATABASE_URL); "
+                "every worker using it must have the same key. Generate one with: "
+                'python -c "import secrets; print(secrets.token_hex(32))"'
             )
         return _local_secret(default_data_dir() / "secret.key")
 
@@ -152,5 +162,7 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = "COACH_" + "_".join(str(p) for p in first["loc"]).upper()
+        name = "_".join(str(p) for p in first["loc"])
+        if not name.isupper():  # a field name, not an alias such as LIVEKIT_URL
+            name = "COACH_" + name.upper()
         raise ConfigError(f"invalid setting {name}: {first['msg']}") from None

@@ -1,5 +1,6 @@
 """The files an operator deploys with: compose, .env.example, `db upgrade` on PostgreSQL."""
 
+import re
 from pathlib import Path
 
 import yaml
@@ -7,10 +8,21 @@ import yaml
 from coach.persistence import current_revision
 from coach.persistence.migrate import head_revision
 from coach.settings import Settings
+from tests.fakes import FakeOpenAIServer, say
 
 from .test_chat_cli import coach, coach_env
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def env_name(field: str) -> str:
+    """The variable a setting is read from: its alias, or COACH_ and its name."""
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, str):
+        return alias
+    if alias is not None:  # AliasChoices: the first choice is the documented name
+        return str(alias.choices[0])
+    return f"COACH_{field.upper()}"
 
 
 def test_compose_describes_livekit_postgres_migrate_and_a_scalable_worker() -> None:
@@ -34,7 +46,7 @@ def test_env_example_lists_every_setting() -> None:
     text = (ROOT / ".env.example").read_text()
     names = {line.split("=", 1)[0].lstrip("# ") for line in text.splitlines() if "=" in line}
     for name, field in Settings.model_fields.items():
-        env = "OPENAI_API_KEY" if name == "openai_api_key" else f"COACH_{name.upper()}"
+        env = env_name(name)
         assert env in names, f"{env} ({field.description or name}) is missing from .env.example"
 
 
@@ -46,3 +58,31 @@ async def test_db_upgrade_on_postgresql(blank_postgres_url: str, tmp_path: Path)
     assert await current_revision(blank_postgres_url) == head_revision()
     code, _, err = await coach("db", "upgrade", env=env)  # idempotent
     assert code == 0, err
+
+
+async def test_a_copied_env_example_with_only_an_llm_url_starts_chat(tmp_path: Path) -> None:
+    # What the first line of .env.example says to do, and the one value a user fills in.
+    text = (ROOT / ".env.example").read_text()
+    async with FakeOpenAIServer([say("Hi! I'm your design coach. What's your name?")]) as server:
+        text, filled = re.subn(
+            r"^COACH_LLM_BASE_URL=$", f"COACH_LLM_BASE_URL={server.base_url}", text, flags=re.M
+        )
+        assert filled == 1
+        env = coach_env(tmp_path)
+        del env["COACH_DATABASE_URL"], env["COACH_SECRET_KEY"]  # only what .env says
+        (Path(env["HOME"]) / ".env").write_text(text)
+        code, out, err = await coach("chat", "--user", "ada", env=env, stdin="")
+        assert server.script.remaining == 0
+    assert (code, out) == (0, "coach> Hi! I'm your design coach. What's your name?\n"), err
+    # The default database: a SQLite file in the user data directory, created on first use.
+    assert (tmp_path / "data" / "coach" / "coach.db").exists()
+
+
+def test_compose_passes_no_blank_values() -> None:
+    # A blank OPENAI_API_KEY or COACH_LLM_BASE_URL once defeated the no-LLM check.
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for service in ("migrate", "worker"):
+        env = compose["services"][service]["environment"]
+        for name, value in env.items():
+            assert value is None or ":-}" not in str(value), (service, name, value)
+            assert value != "", (service, name)
