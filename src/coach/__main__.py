@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
 def _configure_logging(settings: Settings, *, quiet: bool) -> None:
     level = logging.WARNING if quiet else getattr(logging, settings.log_level.upper(), logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if quiet:
+        # The terminal surfaces say what failed in one line of their own; the framework's
+        # retry notices and tracebacks would bury it (COACH_LOG_LEVEL=DEBUG shows them).
+        framework = logging.DEBUG if settings.log_level.upper() == "DEBUG" else logging.CRITICAL
+        logging.getLogger("livekit").setLevel(framework)
 
 
 def _run_livekit(argv: Sequence[str]) -> int:

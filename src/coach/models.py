@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
-from livekit.agents import NOT_GIVEN
+import re
+
+from livekit.agents import NOT_GIVEN, APIError, APIStatusError
 from livekit.agents.vad import VAD
 from livekit.plugins import openai, silero
 
 from .settings import Settings
 
 OPENAI_URL = "https://api.openai.com/v1"
+_ATTEMPTS = re.compile(r"after (\d+) attempts")
+
+
+def llm_url(settings: Settings) -> str:
+    """The base URL of the chat model's server."""
+    return settings.llm_base_url or OPENAI_URL
+
+
+def describe_model_error(error: APIError, url: str) -> str:
+    """One line for a failed model turn: which server, what went wrong, how often tried.
+
+    ``error`` is what the plugin raises once its retries are spent; its causes hold the
+    server's own answer (a status error) or the network's reason (a connection error).
+    """
+    last: APIError = error
+    root: BaseException = error
+    while root.__cause__ is not None:
+        root = root.__cause__
+        if isinstance(root, APIError):
+            last = root
+    if isinstance(last, APIStatusError):
+        detail = last.body.get("message") if isinstance(last.body, dict) else None
+        reason = f"HTTP {last.status_code}: {detail or last.message}"
+    elif root is not error:
+        reason = f"{type(root).__name__}: {root}".rstrip(": ")
+    else:
+        reason = str(error) or type(error).__name__
+    attempts = _ATTEMPTS.search(str(error))
+    tried = f" after {attempts.group(1)} attempts" if attempts else ""
+    reason = " ".join(reason.split())
+    return f"the model at {url} did not answer{tried} ({reason[:300]})"
 
 
 def _key(settings: Settings) -> str:
@@ -28,7 +61,7 @@ def build_llm(settings: Settings) -> openai.LLM:
     return openai.LLM(
         model=settings.llm_model,
         api_key=_key(settings),
-        base_url=settings.llm_base_url or OPENAI_URL,
+        base_url=llm_url(settings),
         temperature=NOT_GIVEN if settings.llm_temperature is None else settings.llm_temperature,
     )
 

@@ -7,6 +7,7 @@ with its ``UserData`` and recording attached.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from .errors import ResumeError
 from .live_state import LiveState, StateSink
 from .persistence import open_repository
 from .prompts import PromptBook, load_prompts
-from .recording import Recorder
+from .recording import Losses, Recorder
 from .session_recorder import SessionRecorder
 from .settings import Settings
 from .state.board import Renderer
@@ -63,10 +64,16 @@ class Runtime:
         recorder.start()
         return cls(settings=settings, prompts=prompts, store=store, recorder=recorder)
 
-    async def aclose(self) -> None:
-        """Flush the recorder (bounded by the shutdown timeout), then close the database."""
-        await self.recorder.aclose()
-        await self.store.aclose()
+    async def aclose(self) -> Losses:
+        """Flush the recorder, then close the database, each bounded by the shutdown
+        timeout (a stalled database must not hold the exit). Returns what was lost."""
+        losses = await self.recorder.aclose()
+        try:
+            async with asyncio.timeout(self.settings.recorder_shutdown_timeout):
+                await self.store.aclose()
+        except TimeoutError:
+            logger.warning("the database did not close in time; its connections were left")
+        return losses
 
     def new_userdata(
         self,
@@ -87,16 +94,25 @@ class Runtime:
             max_history_lines=self.settings.max_history_lines,
         )
 
-    def new_session(self, userdata: UserData, **session_kwargs: Any) -> AgentSession[UserData]:
+    def new_session(
+        self,
+        userdata: UserData,
+        *,
+        max_model_failures: int = SessionConnectOptions.max_unrecoverable_errors,
+        **session_kwargs: Any,
+    ) -> AgentSession[UserData]:
         """An ``AgentSession`` for ``userdata`` with recording attached.
 
         The LLM request timeout comes from settings: the plugin's per-request default
-        (10 s) is too short for a local model loading its weights.
+        (10 s) is too short for a local model loading its weights. After
+        ``max_model_failures`` failed turns in a row (each after the plugin's retries)
+        the session closes; the chat, where the user can wait for the model, raises it.
         """
         session_kwargs.setdefault(
             "conn_options",
             SessionConnectOptions(
-                llm_conn_options=APIConnectOptions(timeout=self.settings.llm_read_timeout)
+                llm_conn_options=APIConnectOptions(timeout=self.settings.llm_read_timeout),
+                max_unrecoverable_errors=max_model_failures,
             ),
         )
         session: AgentSession[UserData] = AgentSession(userdata=userdata, **session_kwargs)

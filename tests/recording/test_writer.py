@@ -137,7 +137,9 @@ async def test_permanent_error_drops_only_the_offending_write() -> None:
     await asyncio.wait_for(rec.flush(), 5)
     assert [op.content for op in store.ops] == ["m0", "m1", "m3", "m4"]  # type: ignore[union-attr]
     assert rec.stats().dropped == 1
-    await rec.aclose()
+    losses = await rec.aclose()
+    assert (losses.count, losses.dropped, losses.unwritten) == (1, 1, 0)
+    assert losses.reasons == ("StorageError (IntegrityError)",)
 
 
 async def test_full_queue_slows_the_agent_instead_of_dropping() -> None:
@@ -163,8 +165,13 @@ async def test_close_reports_unwritten_data(caplog: pytest.LogCaptureFixture) ->
     rec = Recorder(store, retry_initial=0.001, retry_max=0.002, shutdown_timeout=0.05)  # type: ignore[arg-type]
     rec.start()
     rec.submit(UpdateSession("s1", {"status": "completed"}))
-    assert await rec.aclose() is False
-    assert "recorder closed with unwritten data" in caplog.text
+    losses = await rec.aclose()
+    assert (losses.count, losses.unwritten, losses.dropped) == (1, 1, 0)
+    assert losses.reasons == ("StorageError (ConnectionRefusedError)",)
+    assert (
+        "1 write(s) were not saved (1 still queued when the database stayed unavailable; "
+        "cause: StorageError (ConnectionRefusedError))" in caplog.text
+    )
 
 
 def test_transient_classification() -> None:

@@ -2,11 +2,12 @@
 one group-committing writer task per process (:class:`Recorder`)."""
 
 from ..store import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
-from .writer import Recorder, RecorderStats
+from .writer import Losses, Recorder, RecorderStats
 
 __all__ = [
     "AddMessage",
     "AppendSteps",
+    "Losses",
     "Recorder",
     "RecorderStats",
     "SavePhaseOutput",

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +76,38 @@ def _describe(exc: BaseException) -> dict[str, str]:
     return {"error": type(exc).__name__, "cause": type(cause).__name__ if cause else "-"}
 
 
+def _reason(exc: BaseException) -> str:
+    """``StorageError (ConnectionRefusedError)``: the error's type and its cause's."""
+    cause = exc.__cause__
+    return f"{type(exc).__name__} ({type(cause).__name__})" if cause else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Losses:
+    """What the recorder could not store: the truth a surface reports at exit."""
+
+    dropped: int
+    """Writes refused for good while running (a value the database refuses, a conflict)."""
+    unwritten: int
+    """Writes still queued when the shutdown timeout ran out (the database stayed down)."""
+    reasons: tuple[str, ...]
+    """Distinct causes, most frequent first (error types only: no user text)."""
+
+    @property
+    def count(self) -> int:
+        """Writes lost in all."""
+        return self.dropped + self.unwritten
+
+    def __str__(self) -> str:
+        parts = []
+        if self.unwritten:
+            parts.append(f"{self.unwritten} still queued when the database stayed unavailable")
+        if self.dropped:
+            parts.append(f"{self.dropped} refused by the database")
+        why = f"; cause: {', '.join(self.reasons)}" if self.reasons else ""
+        return f"{self.count} write(s) were not saved ({' and '.join(parts)}{why})"
+
+
 class Recorder:
     """Queues writes from every session of this process and commits them in the background."""
 
@@ -116,6 +148,10 @@ class Recorder:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._last_stats_log = time.monotonic()
+        self._reasons: Counter[str] = Counter()
+        """Why writes were dropped, by error type (for :meth:`losses`)."""
+        self._last_outage: str | None = None
+        """The last transient failure: why queued writes are still waiting."""
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -124,10 +160,11 @@ class Recorder:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="coach.recorder")
 
-    async def aclose(self) -> bool:
+    async def aclose(self) -> Losses:
         """Flush (waiting at most ``shutdown_timeout``), then stop.
 
-        Returns False, and logs an error with the count, if writes were left behind.
+        Returns what was lost over the recorder's life (nothing, normally); when anything
+        was, one error line says how many writes and why.
         """
         try:
             async with asyncio.timeout(self._shutdown_timeout):
@@ -135,6 +172,8 @@ class Recorder:
             flushed = True
         except TimeoutError:
             flushed = False
+            if self._last_outage is None:  # still waiting on its first try (a lock, a stall)
+                self._last_outage = f"no answer within {self._shutdown_timeout:g} s"
         self._closing = True
         self._wakeup.set()
         if self._task is not None:
@@ -143,14 +182,19 @@ class Recorder:
                 await self._task
             self._task = None
         stats = self.stats()
-        if flushed:
-            logger.info("recorder closed", extra={"written": stats.written, "errors": stats.errors})
+        losses = self.losses(unwritten=0 if flushed else stats.queue_depth)
+        if losses.count:
+            logger.error("recorder closed: %s", losses)
         else:
-            logger.error(
-                "recorder closed with unwritten data",
-                extra={"unwritten": stats.queue_depth, "errors": stats.errors},
-            )
-        return flushed
+            logger.info("recorder closed", extra={"written": stats.written, "errors": stats.errors})
+        return losses
+
+    def losses(self, *, unwritten: int = 0) -> Losses:
+        """Writes dropped so far (plus ``unwritten`` still queued), with their causes."""
+        reasons = [reason for reason, _ in self._reasons.most_common()]
+        if unwritten and self._last_outage and self._last_outage not in reasons:
+            reasons.insert(0, self._last_outage)
+        return Losses(dropped=self._dropped, unwritten=unwritten, reasons=tuple(reasons))
 
     # --- queueing (synchronous, never blocks) -----------------------------------------
 
@@ -279,10 +323,11 @@ class Recorder:
             self._inflight_since = batch[0][1]
             try:
                 await self._write([op for _, _, op in batch])
-            except Exception:  # never let the writer die: every session depends on it
+            except Exception as exc:  # never let the writer die: every session depends on it
                 self._errors += 1
                 self._dropped += len(batch)
-                logger.exception("recorder batch failed; dropped")
+                self._reasons[_reason(exc)] += len(batch)
+                logger.exception("recorder batch failed; %d write(s) dropped", len(batch))
             self._inflight_since = None
             async with self._progress:
                 self._committed += len(batch)
@@ -315,12 +360,16 @@ class Recorder:
                 failed = True
                 if not is_transient(exc):
                     break
+                self._last_outage = _reason(exc)
                 logger.warning(
-                    "database unavailable; will retry", extra={**_describe(exc), "retry_in": delay}
+                    "database unavailable (%s); will retry in %.2f s",
+                    self._last_outage,
+                    delay,
+                    extra={**_describe(exc), "retry_in": delay},
                 )
             except Exception as exc:  # a bug must not stop recording for every session
                 self._errors += 1
-                logger.error("unexpected error writing a batch", extra=_describe(exc))
+                logger.error("unexpected error writing a batch: %s", _reason(exc))
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._retry_max)
@@ -336,16 +385,20 @@ class Recorder:
                 if is_transient(exc):
                     await self._write([op])
                     continue
-                self._drop(op, type(exc).__name__)
+                self._drop(op, _reason(exc))
                 if isinstance(op, AppendSteps | WriteZone):
                     self._fence(op.session_id, exc)
             except Exception as exc:
-                self._drop(op, type(exc).__name__)
+                self._drop(op, _reason(exc))
 
     def _drop(self, op: WriteOp, reason: str) -> None:
         self._dropped += 1
+        self._reasons[reason] += 1
         logger.error(
-            "write rejected; dropped",
+            "write rejected; dropped %s of session %s: %s",
+            type(op).__name__,
+            op.session_id,
+            reason,
             extra={"op": type(op).__name__, "session_id": op.session_id, "reason": reason},
         )
 

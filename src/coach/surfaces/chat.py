@@ -3,27 +3,44 @@
 The same agents, prompts and persistence as the worker, driven through
 ``AgentSession.run`` — no audio libraries needed. Interactive on a terminal; with
 piped input it reads one user turn per line and exits after the last reply.
+
+Off the happy path: a model turn that fails (after the plugin's retries) is one line on
+stderr naming the server; the conversation so far stays stored and the next line tries
+again. Input that is not UTF-8 is read with replacement characters. The exit code says
+how it ended (:data:`EXIT_OK`, :data:`EXIT_MODEL_FAILED`, :data:`EXIT_WRITES_LOST`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import logging
 import queue
 import sys
 import threading
+from collections.abc import Awaitable
 from typing import Any, TextIO
 
-from livekit.agents import llm
+from livekit.agents import APIError, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 
-from ..models import build_llm
+from ..models import build_llm, describe_model_error, llm_url
 from ..runtime import Runtime
 from ..settings import Settings
+
+logger = logging.getLogger("coach.chat")
 
 DIM, RESET = "\033[2m", "\033[0m"
 QUIT = frozenset({"exit", "quit", "/quit", "/exit"})
 """Lines that end the chat (never sent to the model), like Ctrl-D."""
+
+EXIT_OK = 0
+"""Every turn was answered and everything was stored."""
+EXIT_MODEL_FAILED = 1
+"""At least one turn got no answer from the model (each was reported as it happened)."""
+EXIT_WRITES_LOST = 3
+"""Some of the conversation could not be stored (reported, with the count, at exit)."""
 
 
 class Transcript:
@@ -59,6 +76,9 @@ class LineReader:
     """
 
     def __init__(self, stream: TextIO, prompt: str) -> None:
+        if isinstance(stream, io.TextIOWrapper):
+            # Bytes that are not UTF-8 become U+FFFD instead of killing the reader.
+            stream.reconfigure(errors="replace")
         self._stream = stream
         self._prompt = prompt if stream.isatty() else ""
         self._requests: queue.SimpleQueue[asyncio.Future[str | None]] = queue.SimpleQueue()
@@ -73,7 +93,11 @@ class LineReader:
     def _serve(self) -> None:
         while True:
             future = self._requests.get()
-            line = self._read_one()
+            try:
+                line = self._read_one()
+            except Exception as exc:  # an unreadable input ends the chat, never hangs it
+                logger.error("cannot read input (%s); ending the chat", type(exc).__name__)
+                line = None
             loop = future.get_loop()
             with contextlib.suppress(RuntimeError):  # the loop may be gone (Ctrl-C)
                 loop.call_soon_threadsafe(_resolve, future, line)
@@ -102,28 +126,58 @@ async def run_chat(
     chat_llm: llm.LLM[Any] | None = None,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
 ) -> int:
     """Run the REPL until end of input. Returns the process exit code."""
     model: Any = chat_llm or build_llm(settings)  # ConfigError before anything else happens
     runtime = await Runtime.open(settings)
+    answered = True
     try:
         userdata = runtime.new_userdata(identity=user)
-        session = runtime.new_session(userdata, llm=model)
+        # The user decides when to give up on a model that is down, not a failure count.
+        session = runtime.new_session(userdata, llm=model, max_model_failures=sys.maxsize)
         transcript = Transcript(stdout)
         session.on("conversation_item_added", transcript.on_item)
         session.on("function_tools_executed", transcript.on_tools)
+        turn = _Turns(llm_url(settings), stderr)
         try:
-            greeting = await session.start(runtime.first_agent(userdata), capture_run=True)
-            await greeting
+            answered &= await turn.take(
+                session.start(runtime.first_agent(userdata), capture_run=True)
+            )
             reader = LineReader(stdin, "you> ")
             while (line := await reader.read()) is not None:
                 said = line.strip()
                 if said.lower() in QUIT:
                     break
                 if said:
-                    await session.run(user_input=said)
+                    answered &= await turn.take(session.run(user_input=said))
         finally:
             await session.aclose()
     finally:
-        await runtime.aclose()
-    return 0
+        losses = await runtime.aclose()
+    if losses.count:
+        print(f"coach: {losses}. What was saved is intact.", file=stderr)
+        return EXIT_WRITES_LOST
+    return EXIT_OK if answered else EXIT_MODEL_FAILED
+
+
+class _Turns:
+    """Runs one turn; a model failure becomes one line and the chat goes on."""
+
+    def __init__(self, url: str, err: TextIO) -> None:
+        self._url = url
+        self._err = err
+
+    async def take(self, turn: Awaitable[Any]) -> bool:
+        """Await ``turn`` (and its reply); False when the model failed it."""
+        try:
+            await turn
+        except APIError as exc:
+            print(
+                f"coach: {describe_model_error(exc, self._url)}. Everything so far is saved; "
+                "say it again to retry, or type exit.",
+                file=self._err,
+                flush=True,
+            )
+            return False
+        return True

@@ -1,0 +1,271 @@
+"""`chat` off the happy path: a model that fails, input that is not UTF-8, a database
+that goes away. Each failure is one line, the conversation goes on where it can, and
+the exit code says what happened."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import sqlite3
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from livekit.agents import APIConnectionError, llm
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
+
+from coach.persistence import open_repository
+from coach.settings import Settings
+from coach.surfaces.chat import EXIT_MODEL_FAILED, EXIT_OK, EXIT_WRITES_LOST, run_chat
+from tests.fakes import FakeOpenAIServer, RecordedRequest, ScriptedLLM, call, say
+from tests.fakes.scripted_llm import ScriptedLLMStream
+
+from .test_chat_cli import SECRET, coach_env, tmp_cwd
+
+MODEL_URL = "http://model.test/v1"
+
+VISIT = [
+    say("Hi! What's your name?"),
+    call("identify_user", name="Ada"),
+    say("Nice to meet you, Ada. What would you like to design?"),
+    call("capture_design_challenge", challenge="Onboarding for a budgeting app."),
+    say("Got it: onboarding. Where do people give up?"),
+    # request 6 fails (see FlakyLLM); the user says it again
+    say("Bank linking, noted."),
+]
+LINES = "I'm Ada\nOnboarding for my budgeting app\nThey quit at bank linking\n"
+
+
+class _DownStream(llm.LLMStream):
+    """A request to a model server that is down (the plugin's retries already spent)."""
+
+    async def _run(self) -> None:
+        try:
+            raise ConnectionRefusedError("connection refused")
+        except ConnectionRefusedError as exc:
+            raise APIConnectionError("Connection error.", retryable=False) from exc
+
+
+class _HookedStream(ScriptedLLMStream):
+    """A scripted reply that first waits for something to happen (a test's hook)."""
+
+    def __init__(self, hook: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._hook = hook
+
+    async def _run(self) -> None:
+        await self._hook()
+        await super()._run()
+
+
+class FlakyLLM(ScriptedLLM):
+    """A scripted model whose requests number ``down`` fail; ``before`` hooks run first."""
+
+    def __init__(
+        self,
+        replies: list[Any],
+        *,
+        down: set[int] = frozenset(),  # type: ignore[assignment]
+        before: dict[int, Callable[[], Awaitable[None]]] | None = None,
+    ) -> None:
+        super().__init__(replies)
+        self.calls = 0
+        self.down = down
+        self.before = before or {}
+
+    def chat(  # type: ignore[override]
+        self,
+        *,
+        chat_ctx: llm.ChatContext,
+        tools: list[llm.Tool] | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        **kwargs: Any,
+    ) -> llm.LLMStream:
+        self.calls += 1
+        if hook := self.before.get(self.calls):
+            request = RecordedRequest(chat_ctx=chat_ctx.copy())
+            self.requests.append(request)
+            return _HookedStream(
+                hook,
+                scripted=self,
+                request=request,
+                request_no=self.calls,
+                chat_ctx=chat_ctx,
+                tools=tools or [],
+                conn_options=conn_options,
+            )
+        if self.calls in self.down:
+            return _DownStream(
+                self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options
+            )
+        return super().chat(chat_ctx=chat_ctx, tools=tools, conn_options=conn_options, **kwargs)
+
+
+def chat_settings(database_url: str, **extra: Any) -> Settings:
+    return Settings(
+        database_url=database_url,
+        secret_key=SECRET,
+        llm_base_url=MODEL_URL,
+        **extra,
+    )
+
+
+async def stored_conversation(database_url: str) -> list[tuple[str, str]]:
+    repo = await open_repository(database_url, secret=SECRET.encode())
+    try:
+        user = await repo.get_or_create_user("ada")
+        (session,) = await repo.get_user_sessions(user.id)
+        return [(m.role, m.content) for m in await repo.get_session_conversation(session.id)]
+    finally:
+        await repo.aclose()
+
+
+async def test_a_failed_model_turn_is_one_line_and_the_next_turn_works(
+    database_url: str,
+) -> None:
+    model = FlakyLLM(VISIT, down={6})
+    out, err = io.StringIO(), io.StringIO()
+    lines = io.StringIO(LINES + "They quit at bank linking\n")
+    code = await run_chat(
+        chat_settings(database_url), user="ada", chat_llm=model, stdin=lines, stdout=out, stderr=err
+    )
+
+    assert code == EXIT_MODEL_FAILED
+    assert err.getvalue() == (
+        f"coach: the model at {MODEL_URL} did not answer (ConnectionRefusedError: connection "
+        "refused). Everything so far is saved; say it again to retry, or type exit.\n"
+    )
+    assert out.getvalue().splitlines()[-1] == "coach> Bank linking, noted."
+    conversation = await stored_conversation(database_url)
+    # Every turn is stored: the one the model missed and the retry it answered.
+    assert conversation[-3:] == [
+        ("user", "They quit at bank linking"),
+        ("user", "They quit at bank linking"),
+        ("assistant", "Bank linking, noted."),
+    ]
+
+
+async def test_a_model_that_stays_down_never_ends_the_chat(sqlite_url: str) -> None:
+    # More failures in a row than the framework's limit (3): the user decides when to stop.
+    model = FlakyLLM([say("Hi! What's your name?"), say("Back again.")], down={2, 3, 4, 5, 6})
+    out, err = io.StringIO(), io.StringIO()
+    lines = io.StringIO("hello\n" * 6)
+    code = await run_chat(
+        chat_settings(sqlite_url), user="ada", chat_llm=model, stdin=lines, stdout=out, stderr=err
+    )
+    assert code == EXIT_MODEL_FAILED
+    assert err.getvalue().count("did not answer") == 5
+    assert out.getvalue().splitlines()[-1] == "coach> Back again."
+
+
+@pytest.mark.slow
+async def test_a_model_server_that_is_down_is_named_in_one_line_per_turn(tmp_path: Path) -> None:
+    env = coach_env(tmp_path, COACH_LLM_BASE_URL="http://127.0.0.1:9/v1")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "coach", "chat", "--user", "ada"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_cwd(env),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"hello\n"), 120)
+    text = err.decode()
+    assert proc.returncode == EXIT_MODEL_FAILED
+    assert out == b""
+    # The greeting and the one line of input: one line each, naming server and reason.
+    assert (
+        text.splitlines()
+        == [
+            "coach: the model at http://127.0.0.1:9/v1 did not answer after 4 attempts "
+            "(ConnectError: All connection attempts failed). Everything so far is saved; "
+            "say it again to retry, or type exit."
+        ]
+        * 2
+    )
+
+
+async def test_input_that_is_not_utf8_is_read_with_replacement(tmp_path: Path) -> None:
+    replies = [say("Hi! What's your name?"), say("Hello!"), say("Still here.")]
+    async with FakeOpenAIServer(replies) as server:
+        env = coach_env(tmp_path, COACH_LLM_BASE_URL=server.base_url, COACH_LLM_MODEL="fake")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-m", "coach", "chat", "--user", "ada"),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=tmp_cwd(env),
+        )
+        out, err = await asyncio.wait_for(proc.communicate(b"I'm \xff\xfeAda\nmore\n"), 120)
+    assert proc.returncode == EXIT_OK, err.decode()
+    assert out.decode().splitlines()[-1] == "coach> Still here."
+    users = [m["content"] for m in server.requests[1]["messages"] if m.get("role") == "user"]
+    assert users == ["I'm \ufffd\ufffdAda"]
+
+
+def _lock_after(
+    path: str, messages: int, held: list[sqlite3.Connection]
+) -> Callable[[], Awaitable[None]]:
+    """Once ``messages`` messages are stored, lock the database for someone else."""
+
+    def stored() -> int:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            (count,) = conn.execute("SELECT count(*) FROM session_conversations").fetchone()
+            return int(count)
+
+    async def hold() -> None:
+        async with asyncio.timeout(30):
+            while await asyncio.to_thread(stored) < messages:
+                await asyncio.to_thread(lambda: None)  # yield to the recorder, then look again
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("BEGIN EXCLUSIVE")
+        held.append(conn)
+
+    return hold
+
+
+async def test_writes_lost_at_exit_are_counted_in_one_line_and_the_exit_code(
+    sqlite_url: str,
+) -> None:
+    held: list[sqlite3.Connection] = []
+    path = sqlite_url.split("///", 1)[1]
+    # Once the first five messages are stored, someone else locks the database until
+    # after the shutdown timeout.
+    model = FlakyLLM(VISIT, before={6: _lock_after(path, 5, held)})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        code = await run_chat(
+            chat_settings(sqlite_url, recorder_shutdown_timeout=0.5),
+            user="ada",
+            chat_llm=model,
+            stdin=io.StringIO(LINES),
+            stdout=out,
+            stderr=err,
+        )
+    finally:
+        for conn in held:
+            conn.rollback()
+            conn.close()
+    assert code == EXIT_WRITES_LOST
+    (line,) = err.getvalue().splitlines()
+    assert line.startswith("coach: ") and "write(s) were not saved" in line
+    assert "still queued when the database stayed unavailable" in line
+    assert "cause: no answer within 0.5 s" in line  # still waiting on the lock
+    # What was written before the lock is intact: a prefix of the conversation.
+    expected = [
+        ("assistant", "Hi! What's your name?"),
+        ("user", "I'm Ada"),
+        ("assistant", "Nice to meet you, Ada. What would you like to design?"),
+        ("user", "Onboarding for my budgeting app"),
+        ("assistant", "Got it: onboarding. Where do people give up?"),
+        ("user", "They quit at bank linking"),
+    ]
+    conversation = await stored_conversation(sqlite_url)
+    assert conversation[:5] == expected[:5]
+    assert ("assistant", "Bank linking, noted.") not in conversation
