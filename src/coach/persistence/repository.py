@@ -39,6 +39,7 @@ from ..store import (
     UserRecord,
     WriteOp,
     WriteZone,
+    check_identity,
 )
 from .batch import Applied, Plan
 from .codec import StepCodec
@@ -205,6 +206,7 @@ class Repository:
 
     async def find_user(self, identity: str) -> UserRecord | None:
         """The user with ``identity``, or ``None`` (never creates one)."""
+        check_identity(identity)
         rows = await self._rows(user_select().where(User.identity == identity), "find_user")
         return UserRecord(*rows[0]) if rows else None
 

@@ -89,9 +89,9 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 class HexId(TypeDecorator[str]):
     """A 32-hex-digit id (:func:`new_id`): native ``uuid`` on PostgreSQL — 16 bytes, not
-    33, in every row and index entry that holds it — and text on SQLite. On PostgreSQL a
-    value that is no such id is looked up as the nil id, so it matches nothing (as on
-    SQLite) instead of failing the statement."""
+    33, in every row and index entry that holds it — and text on SQLite. A value that is
+    no such id (any text, a NUL, a lone surrogate) is looked up as the nil id on both, so
+    it matches nothing instead of failing the statement."""
 
     impl = String(32)
     cache_ok = True
@@ -102,8 +102,8 @@ class HexId(TypeDecorator[str]):
         return dialect.type_descriptor(String(32))
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        if value is None or dialect.name != "postgresql":
-            return value
+        if value is None:
+            return None
         return value if _HEX_ID.fullmatch(value) else _NIL_ID
 
     def process_result_value(self, value: object, dialect: Dialect) -> str | None:

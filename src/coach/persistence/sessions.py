@@ -10,10 +10,10 @@ from sqlalchemy import ColumnElement, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidWrite, SessionNotFound, StaleWrite
-from ..store import SessionRecord, UserRecord
+from ..store import MAX_IDENTITY, SessionRecord, UserRecord, check_identity
 from .memory import stored_count
 from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User, new_id
-from .sql import SESSIONS, STATES, USERS, AnyRow, AnySelect, check_status, upsert
+from .sql import SESSIONS, STATES, USERS, AnyRow, AnySelect, check_status, clean_text, upsert
 
 __all__ = [
     "SESSION_FIELDS",
@@ -114,9 +114,16 @@ def user_select() -> AnySelect:
 def upsert_user(
     conn: Connection, identity: str, display_name: str | None, now: datetime
 ) -> UserRecord:
-    """Create the user with ``identity`` or update its display name (race-safe)."""
-    if not identity:
-        raise InvalidWrite("identity must not be empty")
+    """Create the user with ``identity`` or update its display name (race-safe).
+
+    Raises:
+        InvalidWrite: ``identity`` fails :func:`~coach.store.check_identity`, or the
+            display name is longer than an identity may be; nothing is written.
+    """
+    check_identity(identity)
+    display_name = clean_text(display_name)
+    if display_name is not None and len(display_name) > MAX_IDENTITY:
+        raise InvalidWrite(f"A display name can have at most {MAX_IDENTITY} characters.")
     stmt = upsert(conn, USERS).values(
         id=new_id(), identity=identity, display_name=display_name, created_at=now, updated_at=now
     )

@@ -1,6 +1,7 @@
 """The storage contract: the :class:`Store` protocol, the records it returns and the
 writes it applies. Pure Python — importing it loads no database library; the SQLAlchemy
-implementation is :mod:`coach.persistence`.
+implementation is :mod:`coach.persistence`. :mod:`.text` holds the rules for the text
+coach accepts (:func:`check_identity`, :func:`clean_text`).
 """
 
 from ..state.resume import HistoryMessage, ResumeContext
@@ -22,10 +23,12 @@ from .records import (
     StateRecord,
     UserRecord,
 )
+from .text import MAX_IDENTITY, check_identity, clean_text, is_clean
 
 __all__ = [
     "AddMessage",
     "AppendSteps",
+    "MAX_IDENTITY",
     "HistoryMessage",
     "MessageRecord",
     "PhaseDone",
@@ -40,4 +43,7 @@ __all__ = [
     "UserRecord",
     "WriteOp",
     "WriteZone",
+    "check_identity",
+    "clean_text",
+    "is_clean",
 ]

@@ -46,11 +46,13 @@ class Store(Protocol):
         self, identity: str, display_name: str | None = None
     ) -> UserRecord:
         """The user with ``identity`` (the LiveKit identity, or ``--user`` in chat),
-        created if needed, race-safe; a given ``display_name`` replaces the stored one."""
+        created if needed, race-safe; a given ``display_name`` replaces the stored one.
+        An identity that :func:`~coach.store.check_identity` refuses is ``InvalidWrite``."""
         ...
 
     async def find_user(self, identity: str) -> UserRecord | None:
-        """The user with ``identity``, or ``None`` (never creates one)."""
+        """The user with ``identity``, or ``None`` (never creates one); an identity that
+        :func:`~coach.store.check_identity` refuses is ``InvalidWrite``."""
         ...
 
     async def create_session(

@@ -1,0 +1,104 @@
+"""Input off the happy path: one identity rule for both databases, ids that are not ids."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from coach.errors import InvalidWrite, SessionNotFound
+from coach.persistence import Repository
+from coach.persistence.schema import User
+from coach.store import MAX_IDENTITY, check_identity, clean_text
+
+REFUSED = {
+    "empty": "",
+    "blank": "   ",
+    "too long": "x" * (MAX_IDENTITY + 1),
+    "leading space": " ada",
+    "trailing space": "ada ",
+    "newline": "ada\nlovelace",
+    "nul": "ada\x00",
+    "lone surrogate": "ada\udcff",  # what a non-UTF-8 byte in argv becomes
+}
+ACCEPTED = {
+    "plain": "ada",
+    "spaces and quotes": "Ada 'The Countess' \"Lovelace\"",
+    "longest": "é" * MAX_IDENTITY,
+    "emoji": "ada 🧮",
+    "shell characters": "a$b;`c`|d&",
+}
+
+
+async def _users(repo: Repository) -> int:
+    async with repo.engine.connect() as conn:
+        return int((await conn.execute(select(func.count()).select_from(User))).scalar_one())
+
+
+@pytest.mark.parametrize("identity", REFUSED.values(), ids=REFUSED.keys())
+def test_check_identity_refuses_with_one_line(identity: str) -> None:
+    with pytest.raises(InvalidWrite) as refused:
+        check_identity(identity)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("An identity")
+    message.encode("utf-8")  # fit for a terminal: never quotes the bad text back raw
+
+
+@pytest.mark.parametrize("identity", ACCEPTED.values(), ids=ACCEPTED.keys())
+def test_check_identity_accepts_names_as_they_are(identity: str) -> None:
+    assert check_identity(identity) == identity
+
+
+@pytest.mark.parametrize("identity", REFUSED.values(), ids=REFUSED.keys())
+async def test_the_repository_refuses_the_same_identities_on_both_databases(
+    repo: Repository, identity: str
+) -> None:
+    with pytest.raises(InvalidWrite) as created:
+        await repo.get_or_create_user(identity, display_name="Ada")
+    with pytest.raises(InvalidWrite) as found:
+        await repo.find_user(identity)
+    assert str(created.value) == str(found.value) == _message(identity)
+    assert await _users(repo) == 0
+
+
+@pytest.mark.parametrize("identity", ACCEPTED.values(), ids=ACCEPTED.keys())
+async def test_accepted_identities_round_trip_on_both_databases(
+    repo: Repository, identity: str
+) -> None:
+    user = await repo.get_or_create_user(identity, display_name=identity)
+    assert (user.identity, user.display_name) == (identity, identity)
+    assert await repo.find_user(identity) == user
+
+
+async def test_a_display_name_is_stored_as_valid_utf8_within_the_column(
+    repo: Repository,
+) -> None:
+    user = await repo.get_or_create_user("ada", display_name="Ada \ud83d\x00")
+    assert user.display_name == "Ada \ufffd\ufffd"
+    with pytest.raises(InvalidWrite):
+        await repo.get_or_create_user("bob", display_name="b" * (MAX_IDENTITY + 1))
+    assert await _users(repo) == 1
+
+
+@pytest.mark.parametrize("session_id", ["nope", "x\ud800", "\x00", "A" * 32, "0" * 31 + "\udcff"])
+async def test_a_session_id_that_is_no_id_is_unknown_on_both_databases(
+    repo: Repository, session_id: str
+) -> None:
+    assert await repo.get_session(session_id) is None
+    assert (await repo.get_state(session_id)).step == 0
+    assert await repo.get_session_conversation(session_id) == []
+    assert await repo.load_agent_state(session_id) == []
+    with pytest.raises(SessionNotFound):
+        await repo.add_session_message(session_id, "user", "hello")
+
+
+def _message(identity: str) -> str:
+    with pytest.raises(InvalidWrite) as refused:
+        check_identity(identity)
+    return str(refused.value)
+
+
+def test_clean_text_keeps_valid_text_and_replaces_what_is_not_utf8() -> None:
+    assert clean_text("plain ✓ 🧮") == "plain ✓ 🧮"
+    assert clean_text("split \ud83d\ude00 emoji") == "split 😀 emoji"
+    assert clean_text("a\x00b\udcffc\ud800") == "a\ufffdb\ufffdc\ufffd"
+    assert clean_text(None) is None
