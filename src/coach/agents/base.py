@@ -1,4 +1,5 @@
-"""What the three agents share: prompt rendering, the greeting on entry, context limits."""
+"""What the three agents share: prompt rendering, the greeting on entry, context limits,
+and text fit for the model (valid UTF-8) in every request."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..state.design import JSON, Change
 from ..state.history import prune_chat_items
 from ..state.view import navigate
 from ..state.zones import Action, Zone
+from ..store import clean_text, is_clean
 from ..userdata import UserData
 
 logger = logging.getLogger("coach.agents")
@@ -24,6 +26,24 @@ _AGENTS: dict[AgentKind, type[CoachAgentBase]] = {}
 def agent_for(kind: AgentKind) -> type[CoachAgentBase]:
     """The agent class that owns phases of ``kind``."""
     return _AGENTS[kind]
+
+
+def model_safe(item: llm.ChatItem) -> llm.ChatItem:
+    """``item``, or a copy of it whose text fields are valid UTF-8 (:func:`clean_text`).
+
+    Whatever got into the context — a lone surrogate a model passed to a tool and a tool
+    echoed, text from an earlier session's stored memory — a request to the model must
+    still encode; one bad character must not fail every turn after it.
+    """
+    changed: dict[str, Any] = {}
+    for name, value in vars(item).items():  # the fields' values (no deprecated getters)
+        if isinstance(value, str) and not is_clean(value):
+            changed[name] = clean_text(value)
+        elif isinstance(value, list) and any(
+            isinstance(part, str) and not is_clean(part) for part in value
+        ):
+            changed[name] = [clean_text(p) if isinstance(p, str) else p for p in value]
+    return item.model_copy(update=changed) if changed else item
 
 
 def recap(userdata: UserData) -> str:
@@ -156,6 +176,8 @@ class CoachAgentBase(Agent):
                 "pruned LLM context", extra={"kept": len(kept), "total": len(chat_ctx.items)}
             )
             chat_ctx.items = kept
+        # Copies replace unfit items: the agent's own history is left as it was.
+        chat_ctx.items = [model_safe(item) for item in chat_ctx.items]
         called_tools = False
         try:
             async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool
 
-from ..errors import ResumeError
+from ..errors import InvalidWrite, ResumeError
 from ..state import design
-from ..store import PhaseDone, SessionRecord
+from ..store import PhaseDone, SessionRecord, clean_text
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for
 from .restore import resumed_agent
@@ -20,6 +20,8 @@ logger = logging.getLogger("coach.agents")
 MAX_NAME = 80
 MAX_CHALLENGE = 2_000
 _SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+_ECHO = 64
+"""Characters of a refused argument quoted back to the model."""
 
 
 def identity_from_name(name: str) -> str:
@@ -75,11 +77,14 @@ class DesignCoach(CoachAgentBase):
             name: The person's name, as they said it.
         """
         userdata = context.userdata
-        name = " ".join(name.split())
+        name = " ".join(clean_text(name).split())
         if not name or len(name) > MAX_NAME:
             raise ToolError(f"The name must be 1 to {MAX_NAME} characters. Ask for it again.")
         identity = userdata.identity or identity_from_name(name)
-        user = await userdata.store.get_or_create_user(identity, display_name=name)
+        try:
+            user = await userdata.store.get_or_create_user(identity, display_name=name)
+        except InvalidWrite as exc:
+            raise ToolError(f"{exc} Ask for the name again.") from None
         userdata.user_id, userdata.user_name = user.id, name
         sessions = await userdata.store.get_user_sessions(user.id)
         if not sessions:
@@ -106,13 +111,15 @@ class DesignCoach(CoachAgentBase):
         userdata = context.userdata
         if userdata.user_id is None:
             raise ToolError("Identify the user first (ask for their name, call identify_user).")
-        session_id = session_id.strip().lower()
+        session_id = clean_text(session_id).strip().lower()
         session = (
             await userdata.store.get_session(session_id) if _SESSION_ID.match(session_id) else None
         )
         if session is None or session.user_id != userdata.user_id:
             # The same answer for unknown, malformed and other users' ids: nothing leaks.
-            raise ToolError(f"No such session: {session_id}. Use an id identify_user listed.")
+            raise ToolError(
+                f"No such session: {session_id[:_ECHO]}. Use an id identify_user listed."
+            )
         userdata.pending_session_id = session.id
         return (
             f'Session "{session.design_challenge}" is ready to load. Ask the user to say '
@@ -155,7 +162,7 @@ class DesignCoach(CoachAgentBase):
             challenge: One or two sentences: what to design or redesign, for whom, and why.
         """
         userdata = context.userdata
-        challenge = challenge.strip()
+        challenge = clean_text(challenge).strip()
         if userdata.user_id is None:
             raise ToolError("Identify the user first (ask for their name, call identify_user).")
         if not challenge or len(challenge) > MAX_CHALLENGE:

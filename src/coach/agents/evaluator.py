@@ -7,6 +7,7 @@ import json
 from livekit.agents import RunContext, ToolError, function_tool
 
 from ..state import design
+from ..store import clean_text
 from ..userdata import UserData
 from .phased import PhasedAgent
 
@@ -40,7 +41,7 @@ class DesignEvaluator(PhasedAgent):
         bad = [name for name, value in scores.items() if not 1 <= value <= 5]
         if bad:
             raise ToolError(f"Scores must be whole numbers from 1 to 5: fix {', '.join(bad)}.")
-        summary = summary.strip()
+        summary = clean_text(summary).strip()
         if not summary or len(summary) > MAX_TEXT:
             raise ToolError(f"The summary must be 1 to {MAX_TEXT} characters.")
         phase = self.current_phase(userdata)

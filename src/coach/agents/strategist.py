@@ -8,6 +8,7 @@ from livekit.agents import RunContext, ToolError, function_tool
 
 from ..state import design
 from ..state.zones import Action, Zone
+from ..store import clean_text
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for
 from .phased import PhasedAgent
@@ -19,7 +20,7 @@ MAX_RESULTS = 20
 
 
 def _clean(value: str, name: str, limit: int) -> str:
-    value = " ".join(value.split())
+    value = " ".join(clean_text(value).split())
     if not value or len(value) > limit:
         raise ToolError(f"{name} must be 1 to {limit} characters.")
     return value
@@ -40,7 +41,7 @@ class DesignStrategist(PhasedAgent):
             summary: What was decided in this phase, in a few sentences.
         """
         userdata = context.userdata
-        summary = summary.strip()
+        summary = clean_text(summary).strip()
         if not summary or len(summary) > MAX_SUMMARY:
             raise ToolError(f"The summary must be 1 to {MAX_SUMMARY} characters.")
         phase = self.current_phase(userdata)
@@ -121,7 +122,7 @@ class DesignStrategist(PhasedAgent):
         tool: str,
         idea_id: str,
     ) -> None:
-        idea_id = idea_id.strip()
+        idea_id = clean_text(idea_id).strip()
         try:
             data, what = change(userdata.state.data, idea_id)
         except design.DesignError as exc:
