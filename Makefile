@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 ## run: chat with the agents in this terminal (COACH_USER=name picks your identity)
+# COACH_USER goes to the shell as one single-quoted word, taken literally (spaces,
+# quotes, $), each ' written as '\''.
 run: $(STAMP)
-	$(PY) -m coach chat $(if $(COACH_USER),--user $(COACH_USER))
+	$(PY) -m coach chat $(if $(value COACH_USER),--user '$(subst ','\'',$(value COACH_USER))')
 
 ## test: the whole test suite (needs PostgreSQL on 127.0.0.1:5432)
 test: $(STAMP)
