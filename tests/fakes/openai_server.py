@@ -15,8 +15,10 @@ Endpoints:
   ``chat.completion.chunk`` objects (a role chunk, text deltas, tool-call deltas whose
   arguments are split over several chunks, a ``finish_reason`` chunk, a usage chunk when
   ``stream_options.include_usage`` is set, then ``data: [DONE]``); otherwise one
-  ``chat.completion`` object. When the script is exhausted it answers HTTP 500 with an
-  OpenAI-style error body naming that.
+  ``chat.completion`` object. When the script is exhausted, or the next reply reads a
+  value the request does not hold (``from_request``), it answers HTTP 500 with an
+  OpenAI-style error body naming that, and reports the message as one line to
+  ``on_error`` (run by hand: on stderr).
 
 Run it by hand (e.g. to try ``python -m coach chat`` against it)::
 
@@ -29,15 +31,16 @@ import argparse
 import asyncio
 import itertools
 import json
+import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from aiohttp import web
 
-from .script import Reply, Script, ScriptExhausted, as_script, load_script
+from .script import Reply, Script, ScriptExhausted, ScriptMismatch, as_script, load_script
 
 __all__ = ["FakeOpenAIServer"]
 
@@ -52,6 +55,8 @@ class FakeOpenAIServer:
         host: Interface to bind.
         port: Port to bind; ``0`` picks a free one (read it back from :attr:`base_url`).
         chunk_size: Characters per streamed text delta and per tool-argument delta.
+        on_error: Called with the one-line message of every request the script cannot
+            answer (exhausted, or a ``from_request`` value missing).
 
     Attributes:
         script: The replies still to be served.
@@ -60,6 +65,7 @@ class FakeOpenAIServer:
         responses: What was sent back for each request in :attr:`requests`: the list of
             streamed chunk objects, a one-item list holding the ``chat.completion`` object,
             or a one-item list holding the error body.
+        errors: The messages of the requests the script could not answer, in order.
     """
 
     def __init__(
@@ -69,6 +75,7 @@ class FakeOpenAIServer:
         host: str = "127.0.0.1",
         port: int = 0,
         chunk_size: int = 8,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
@@ -76,6 +83,8 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.responses: list[list[dict[str, Any]]] = []
         self.chunk_size = chunk_size
+        self.errors: list[str] = []
+        self._on_error = on_error
         self._host = host
         self._port = port
         self._runner: web.AppRunner | None = None
@@ -156,10 +165,14 @@ class FakeOpenAIServer:
         self.responses.append(sent)
 
         try:
-            reply = self.script.next_reply(_last_user_detail(body))
-        except ScriptExhausted as exc:
-            error = _error_body(str(exc), "script_exhausted")
+            reply = self.script.next_reply(_last_user_detail(body), request=_request_text(body))
+        except (ScriptExhausted, ScriptMismatch) as exc:
+            code = "script_exhausted" if isinstance(exc, ScriptExhausted) else "script_mismatch"
+            error = _error_body(str(exc), code)
             sent.append(error)
+            self.errors.append(str(exc))
+            if self._on_error is not None:
+                self._on_error(str(exc))
             return web.json_response(error, status=500)
 
         completion_id = f"chatcmpl-fake-{next(self._ids)}"
@@ -292,18 +305,27 @@ def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     }
 
 
+def _request_text(body: dict[str, Any]) -> str:
+    """Every message's text, one message a line: what ``from_request`` patterns search."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    return "\n".join(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
 def _last_user_detail(body: dict[str, Any]) -> str:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return ""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):  # content parts
-                content = " ".join(
-                    str(part.get("text", "")) for part in content if isinstance(part, dict)
-                )
-            return f"last user message: {content!r}"
+            return f"last user message: {_content_text(message.get('content'))!r}"
     return ""
 
 
@@ -329,7 +351,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     replies = load_script(args.script) if args.script else []
-    server = FakeOpenAIServer(replies, host=args.host, port=args.port, chunk_size=args.chunk_size)
+    server = FakeOpenAIServer(
+        replies,
+        host=args.host,
+        port=args.port,
+        chunk_size=args.chunk_size,
+        on_error=lambda message: print(f"FakeOpenAIServer: {message}", file=sys.stderr, flush=True),
+    )
     try:
         asyncio.run(_serve_forever(server))
     except KeyboardInterrupt:

@@ -23,10 +23,19 @@ Or data-driven, from YAML (see :func:`load_script`):
         - {call: lookup, args: {q: a}}
         - {call: lookup, args: {q: b}}
     ```
+
+A reply may read a value from the request it answers, as a model reads its prompt, and
+use it then or later as ``${name}`` (see :func:`load_script`): a session id the agent
+offered, a sentence from a restored conversation. A request without the value is a
+:class:`ScriptMismatch`, so the fake also checks what the agent sent.
+
+A whole chat visit — a greeting, then one user line and the model's replies per turn —
+is a :class:`Visit` (see :func:`parse_visit`).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -41,13 +50,19 @@ __all__ = [
     "Script",
     "ScriptError",
     "ScriptExhausted",
+    "ScriptMismatch",
     "ToolCall",
+    "Turn",
+    "Visit",
     "call",
     "calls",
     "load_script",
     "parse_script",
+    "parse_visit",
     "say",
 ]
+
+_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
 @dataclass(frozen=True)
@@ -70,14 +85,27 @@ class Reply:
     Attributes:
         text: Assistant text, streamed before any tool call (may be empty).
         tool_calls: Tool calls made in this reply; several are parallel calls.
+        from_request: ``(name, pattern)`` pairs: before answering, each regular
+            expression (one group) is searched in the request's message texts and its
+            group bound to ``name``; ``${name}`` in :attr:`text` and in string tool
+            arguments, here or in any later reply, is replaced by it.
     """
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    from_request: tuple[tuple[str, str], ...] = ()
 
 
 class ScriptError(ValueError):
     """Raised when a script (a YAML document or a Python value) is malformed."""
+
+
+class ScriptMismatch(AssertionError):
+    """Raised when the next reply needs something the request does not hold.
+
+    Either a ``from_request`` pattern found nothing in the request, or a ``${name}`` was
+    never bound. The reply stays queued: the same request asked again fails the same way.
+    """
 
 
 class ScriptExhausted(AssertionError):
@@ -126,6 +154,8 @@ class Script:
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._used = 0
+        self.values: dict[str, str] = {}
+        """What replies read from requests so far (``from_request``), by name."""
         self.extend(replies)
 
     def extend(self, replies: Iterable[Reply]) -> None:
@@ -137,21 +167,39 @@ class Script:
         with self._lock:
             self._queue.extend(items)
 
-    def next_reply(self, detail: str = "") -> Reply:
-        """Pop the next reply.
+    def next_reply(self, detail: str = "", *, request: str = "") -> Reply:
+        """Pop the next reply, with its ``${name}`` placeholders filled in.
 
         Args:
             detail: Extra context for the error message when the script is exhausted
                 (e.g. the last user message the model saw).
+            request: The text of the request being answered, searched by the reply's
+                ``from_request`` patterns.
 
         Raises:
             ScriptExhausted: No reply is left.
+            ScriptMismatch: The reply needs a value the request (or an earlier one) did
+                not provide; the reply is not consumed.
         """
         with self._lock:
             if not self._queue:
                 raise ScriptExhausted(self._used, detail)
+            reply = self._queue[0]
+            where = f"scripted reply #{self._used + 1}"
+            values = dict(self.values)
+            for name, pattern in reply.from_request:
+                found = re.search(pattern, request)
+                if found is None:
+                    raise ScriptMismatch(
+                        f"{where} reads {name!r} from the request, but nothing in it "
+                        f"matches {pattern!r}" + (f" ({detail})" if detail else "")
+                    )
+                values[name] = found.group(1)
+            resolved = _fill(reply, values, where)
+            self._queue.popleft()
             self._used += 1
-            return self._queue.popleft()
+            self.values = values
+            return resolved
 
     @property
     def remaining(self) -> int:
@@ -167,6 +215,36 @@ class Script:
 
     def __repr__(self) -> str:
         return f"Script(used={self.used}, remaining={self.remaining})"
+
+
+def _fill(reply: Reply, values: Mapping[str, str], where: str) -> Reply:
+    """``reply`` with every ``${name}`` in its text and string arguments replaced."""
+
+    def text(value: str) -> str:
+        def one(found: re.Match[str]) -> str:
+            name = found.group(1)
+            if name not in values:
+                raise ScriptMismatch(
+                    f"{where} uses ${{{name}}}, which no reply so far read from a request"
+                )
+            return values[name]
+
+        return _PLACEHOLDER.sub(one, value)
+
+    def deep(value: Any) -> Any:
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, list):
+            return [deep(v) for v in value]
+        if isinstance(value, dict):
+            return {k: deep(v) for k, v in value.items()}
+        return value
+
+    return Reply(
+        text=text(reply.text),
+        tool_calls=tuple(ToolCall(tc.name, deep(tc.arguments)) for tc in reply.tool_calls),
+        from_request=reply.from_request,
+    )
 
 
 def as_script(replies: Iterable[Reply] | Script) -> Script:
@@ -185,6 +263,9 @@ def load_script(path_or_yaml: str | Path) -> list[Reply]:
     * ``{calls: [{call: name, args: {...}}, ...]}`` — parallel tool calls.
 
     ``say`` may accompany ``call``/``calls`` for text streamed before the tool calls.
+    Any item may add ``from_request: {name: 'regex with one group'}`` to read values
+    from the request it answers, used as ``${name}`` in its own or a later item's text
+    and string arguments (see :attr:`Reply.from_request`).
 
     Raises:
         ScriptError: The document is not such a list.
@@ -218,7 +299,7 @@ def _parse_reply(item: Any, index: int) -> Reply:
         return say(item)
     if not isinstance(item, Mapping):
         raise ScriptError(f"{where}: expected a mapping or a string, got {item!r}")
-    unknown = set(item) - {"say", "call", "args", "calls"}
+    unknown = set(item) - {"say", "call", "args", "calls", "from_request"}
     if unknown:
         raise ScriptError(f"{where}: unknown keys {sorted(unknown)} in {dict(item)!r}")
     if "call" in item and "calls" in item:
@@ -243,7 +324,32 @@ def _parse_reply(item: Any, index: int) -> Reply:
             tool_calls.append(_parse_call(entry, f"{where}, call #{n}"))
     elif "say" not in item:
         raise ScriptError(f"{where}: needs 'say', 'call' or 'calls'")
-    return Reply(text=text, tool_calls=tuple(tool_calls))
+    return Reply(
+        text=text,
+        tool_calls=tuple(tool_calls),
+        from_request=_parse_from_request(item.get("from_request"), where),
+    )
+
+
+def _parse_from_request(entry: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if entry is None:
+        return ()
+    if not isinstance(entry, Mapping) or not entry:
+        raise ScriptError(f"{where}: 'from_request' must map names to patterns, got {entry!r}")
+    pairs: list[tuple[str, str]] = []
+    for name, pattern in entry.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ScriptError(f"{where}: from_request name {name!r} is not an identifier")
+        try:
+            groups = re.compile(pattern).groups if isinstance(pattern, str) else -1
+        except re.error as exc:
+            raise ScriptError(f"{where}: from_request {name}: bad pattern: {exc}") from exc
+        if groups != 1:
+            raise ScriptError(
+                f"{where}: from_request {name}: needs a pattern with one group, got {pattern!r}"
+            )
+        pairs.append((name, pattern))
+    return tuple(pairs)
 
 
 def _parse_call(entry: Mapping[str, Any], where: str) -> ToolCall:
@@ -254,3 +360,73 @@ def _parse_call(entry: Mapping[str, Any], where: str) -> ToolCall:
     if not isinstance(arguments, Mapping):
         raise ScriptError(f"{where}: 'args' must be a mapping, got {arguments!r}")
     return ToolCall(name, dict(arguments))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One user line of a chat visit and every reply the model gives before the next one.
+
+    Attributes:
+        user: What the user types.
+        model: The replies, one per LLM request; only the last one says something, so
+            each turn prints exactly one ``coach>`` line.
+    """
+
+    user: str
+    model: tuple[Reply, ...]
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A whole ``python -m coach chat`` visit: the greeting, then the user's turns.
+
+    Attributes:
+        greeting: The replies before the first user line (the last one is the greeting).
+        turns: The user's lines, each with the model's replies.
+        title: What the visit shows, for a reader.
+    """
+
+    greeting: tuple[Reply, ...]
+    turns: tuple[Turn, ...]
+    title: str = ""
+
+    @property
+    def replies(self) -> list[Reply]:
+        """Every scripted reply of the visit, in the order the model is asked for them."""
+        return [*self.greeting, *(reply for turn in self.turns for reply in turn.model)]
+
+
+def parse_visit(document: Any, where: str = "visit") -> Visit:
+    """A :class:`Visit` from ``{title?, greeting: [replies], turns: [{user, model}]}``.
+
+    Raises:
+        ScriptError: The document is malformed, or a turn (or the greeting) would not print
+            exactly one ``coach>`` line: its last reply must say something and no earlier
+            one may.
+    """
+    if not isinstance(document, Mapping) or set(document) - {"title", "greeting", "turns"}:
+        raise ScriptError(f"{where}: expected a mapping of title, greeting and turns")
+    title = document.get("title", "")
+    if not isinstance(title, str):
+        raise ScriptError(f"{where}: 'title' must be a string")
+    greeting = tuple(parse_script(document.get("greeting")))
+    _check_one_line(greeting, f"{where}, greeting")
+    raw_turns = document.get("turns") or []
+    if not isinstance(raw_turns, list):
+        raise ScriptError(f"{where}: 'turns' must be a list")
+    turns: list[Turn] = []
+    for n, entry in enumerate(raw_turns):
+        here = f"{where}, turn #{n}"
+        if not isinstance(entry, Mapping) or set(entry) != {"user", "model"}:
+            raise ScriptError(f"{here}: expected {{user: text, model: [replies]}}")
+        if not isinstance(entry["user"], str) or not entry["user"].strip():
+            raise ScriptError(f"{here}: 'user' must be a non-empty line")
+        model = tuple(parse_script(entry["model"]))
+        _check_one_line(model, here)
+        turns.append(Turn(entry["user"], model))
+    return Visit(greeting=greeting, turns=tuple(turns), title=title)
+
+
+def _check_one_line(replies: tuple[Reply, ...], where: str) -> None:
+    if not replies or not replies[-1].text or any(r.text for r in replies[:-1]):
+        raise ScriptError(f"{where}: only the last reply may (and must) say something")
