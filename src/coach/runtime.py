@@ -54,6 +54,7 @@ class Runtime:
             phase_ids=prompts.manifest.ids,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
+            call_timeout=settings.db_timeout,
         )
         recorder = Recorder(
             store,

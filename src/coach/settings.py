@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=5, ge=1)
     """Connections per process: the PostgreSQL pool, or SQLite's database threads."""
     db_max_overflow: int = Field(default=10, ge=0)
+    db_timeout: float = Field(default=5.0, gt=0)
+    """Seconds one PostgreSQL call may take, retries included; a stalled server then
+    counts as unreachable (tools say so, the recorder retries)."""
 
     # --- models ------------------------------------------------------------------
     openai_api_key: SecretStr | None = Field(

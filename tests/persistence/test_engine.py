@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 
 import pytest
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import OperationalError
 
-from coach.errors import StorageError
+from coach.errors import ConfigError, StorageError
 from coach.persistence import Repository, open_repository
 from coach.persistence.engine import Database, is_transient
 from coach.state import DeltaSpec
+from tests.recording.tcp_proxy import TcpProxy
 
 
 def _locked() -> OperationalError:
@@ -87,3 +89,34 @@ async def test_unreachable_database_is_a_storage_error(memory_secret: bytes) -> 
         assert caught.value.__cause__ is not None
     finally:
         await repo.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_stalled_postgresql_fails_a_call_in_bounded_time(
+    postgres_url: str, memory_secret: bytes
+) -> None:
+    # The server (behind a relay) stops answering without resetting anything: every call
+    # gives up within the timeout as a transient StorageError, and works once it answers.
+    target = make_url(postgres_url)
+    proxy = TcpProxy(target.host or "127.0.0.1", target.port or 5432)
+    await proxy.start()
+    url = target.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+    repo = await open_repository(url, secret=memory_secret, call_timeout=0.5)
+    try:
+        assert await repo.find_user("ada") is None
+        proxy.stall()
+        with pytest.raises(StorageError, match=r"no answer within 0.5 s") as caught:
+            await asyncio.wait_for(repo.find_user("ada"), 30)  # 30: the test's own bound
+        assert caught.value.transient
+        proxy.resume()
+        await repo.get_or_create_user("ada")
+        assert await repo.find_user("ada") is not None
+    finally:
+        proxy.resume()
+        await asyncio.wait_for(repo.aclose(), 30)
+        await proxy.aclose()
+
+
+async def test_a_str_secret_is_refused_where_it_is_passed(sqlite_url: str) -> None:
+    with pytest.raises(ConfigError, match="secret must be bytes"):
+        await open_repository(sqlite_url, secret="not-bytes")  # type: ignore[arg-type]

@@ -1,7 +1,9 @@
 """A tiny TCP relay on 127.0.0.1 that a test can cut and restore (a database outage).
 
 ``cut()`` closes every relayed connection and stops listening, so new connections are
-refused; ``restore()`` listens on the same port again. ``cut_after_next_commit()`` arms
+refused; ``restore()`` listens on the same port again. ``stall()`` keeps every
+connection open but relays nothing, new ones included (a server that hangs, or packets
+dropped on the way); ``resume()`` lets the bytes flow again. ``cut_after_next_commit()`` arms
 a cut for the moment a PostgreSQL ``COMMIT`` has been executed by the server but before
 its acknowledgement reaches the client — the commit landed, the client cannot know.
 """
@@ -39,6 +41,8 @@ class TcpProxy:
         """Client connections accepted since start."""
         self.cut_done = asyncio.Event()
         """Set when a cut (immediate or armed) has happened."""
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     async def start(self) -> None:
         """Listen (on a free port the first time, on the same port afterwards)."""
@@ -65,6 +69,14 @@ class TcpProxy:
         """Accept connections again."""
         self._commit_armed = False
         await self.start()
+
+    def stall(self) -> None:
+        """Relay nothing from now on (connections stay open) until :meth:`resume`."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        """Relay again what a stall held back."""
+        self._flowing.set()
 
     def cut_after_next_commit(self) -> None:
         """Cut once the server has answered the next ``COMMIT`` (the answer is not relayed)."""
@@ -105,6 +117,7 @@ class TcpProxy:
                 # asyncpg sends COMMIT as a simple query ('Q') on its own.
                 if self._commit_armed and chunk[:1] == b"Q" and b"COMMIT" in chunk:
                     link.commit_sent = True
+                await self._flowing.wait()
                 link.upstream.write(chunk)
                 await link.upstream.drain()
         link.close()
@@ -120,6 +133,7 @@ class TcpProxy:
                         self._commit_armed = False
                         await self.cut()
                         return
+                await self._flowing.wait()
                 link.client.write(chunk)
                 await link.client.drain()
         link.close()

@@ -40,6 +40,7 @@ from ..errors import CoachError, InvalidWrite, StorageError
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
+    "DEFAULT_TIMEOUT",
     "Database",
     "create_engine",
     "is_transient",
@@ -52,12 +53,22 @@ log = logging.getLogger("coach.persistence")
 T = TypeVar("T")
 
 DEFAULT_ATTEMPTS: Final = 4
+DEFAULT_TIMEOUT: Final = 5.0
+"""Seconds a PostgreSQL call may take in all, retries included (``COACH_DB_TIMEOUT``)."""
 SQLITE_BUSY_TIMEOUT_MS: Final = 15_000
 _WRITE_OPTION: Final = "coach_write"
 _TRANSIENT_SQLSTATES: Final = frozenset(
     {"40001", "40P01", "55P03", "57P01", "08000", "08003", "08006"}
 )
 _LOCKED_MESSAGES: Final = ("database is locked", "database is busy", "database table is locked")
+_RESOURCE_MESSAGES: Final = (
+    "database or disk is full",
+    "disk i/o error",
+    "readonly database",
+    "unable to open database file",
+)
+"""SQLite failures of the machine, not of the data: they pass once space or write
+access is back, and the connection that saw them is replaced (it may stay read-only)."""
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -76,6 +87,7 @@ def create_engine(
     pool_size: int = 5,
     max_overflow: int = 10,
     busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    timeout: float = DEFAULT_TIMEOUT,
     echo: bool = False,
 ) -> AsyncEngine:
     """Create the async engine for ``url`` with coach's settings.
@@ -85,6 +97,8 @@ def create_engine(
         pool_size: PostgreSQL pool size (``COACH_DB_POOL_SIZE``).
         max_overflow: PostgreSQL pool overflow (``COACH_DB_MAX_OVERFLOW``).
         busy_timeout_ms: How long a SQLite writer waits for the write lock.
+        timeout: How long PostgreSQL may take to connect, hand out a pooled
+            connection or answer one statement (a stalled server never hangs a call).
         echo: Log every statement (debugging).
 
     Returns:
@@ -99,7 +113,12 @@ def create_engine(
         return engine
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
-        kwargs["connect_args"] = {"server_settings": {"application_name": "coach"}, "timeout": 10}
+        kwargs["connect_args"] = {
+            "server_settings": {"application_name": "coach"},
+            "timeout": timeout,
+            "command_timeout": timeout,
+        }
+        kwargs["pool_timeout"] = timeout
     return _create_async_engine(
         parsed,
         echo=echo,
@@ -160,6 +179,8 @@ def is_transient(exc: BaseException, *, committing: bool = False) -> bool:
         text = str(exc.orig).lower() if exc.orig is not None else str(exc).lower()
         if any(message in text for message in _LOCKED_MESSAGES):
             return True
+        if _is_resource_error(exc):
+            return not committing
         state = _sqlstate(exc)
         if state in ("40001", "40P01"):
             return True  # serialization failure / deadlock: rolled back, safe to rerun
@@ -169,6 +190,13 @@ def is_transient(exc: BaseException, *, committing: bool = False) -> bool:
     if isinstance(exc, (OSError, TimeoutError)):
         return not committing
     return False
+
+
+def _is_resource_error(exc: BaseException) -> bool:
+    """A full disk, an I/O error or a read-only file (see ``_RESOURCE_MESSAGES``)."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).lower()
+    return any(message in text for message in _RESOURCE_MESSAGES)
 
 
 class _CommitFailed(Exception):
@@ -201,6 +229,9 @@ class Database:
         pool_size: Connections (PostgreSQL pool; SQLite worker threads).
         max_overflow: PostgreSQL pool overflow.
         busy_timeout_ms: How long a SQLite writer waits for the write lock.
+        timeout: How long one PostgreSQL call may take in all, retries included. (A
+            SQLite call is bounded by ``busy_timeout_ms``: its thread cannot be stopped,
+            so it is never abandoned while it may still commit.)
     """
 
     def __init__(
@@ -210,6 +241,7 @@ class Database:
         pool_size: int = 5,
         max_overflow: int = 10,
         busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         parsed = normalize_url(url)
         self._async: AsyncEngine | None = None
@@ -221,8 +253,11 @@ class Database:
             self._threads = ThreadPoolExecutor(workers, thread_name_prefix="coach-db")
             self.sync_engine = self._sync
         else:
-            self._async = create_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
+            self._async = create_engine(
+                parsed, pool_size=pool_size, max_overflow=max_overflow, timeout=timeout
+            )
             self.sync_engine = self._async.sync_engine
+        self.timeout = timeout
         self.url = parsed
         self.dialect = self.sync_engine.dialect.name
         """The dialect's name: ``sqlite`` or ``postgresql``."""
@@ -245,9 +280,23 @@ class Database:
 
         Raises:
             InvalidWrite: The driver refused a value (bad content); nothing is written.
-            StorageError: The database failed for good; the driver error is the cause,
-                and ``transient`` says whether the failure may pass by itself.
+            StorageError: The database failed for good, or (PostgreSQL) did not answer
+                within ``timeout``; the driver error is the cause, and ``transient``
+                says whether the failure may pass by itself.
         """
+        if self._async is None:
+            return await self._run(op, write=write, what=what, attempts=attempts)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._run(op, write=write, what=what, attempts=attempts)
+        except TimeoutError as stalled:
+            wrapped = StorageError(f"{what} failed: no answer within {self.timeout:g} s")
+            wrapped.transient = True
+            raise wrapped from stalled
+
+    async def _run(
+        self, op: Callable[[Connection], T], *, write: bool, what: str, attempts: int
+    ) -> T:
         options = {_WRITE_OPTION: True} if write else {}
         for attempt in range(1, attempts + 1):
             committing = False
@@ -286,7 +335,12 @@ class Database:
 
             def unit() -> T:
                 with engine.connect() as conn:
-                    return _transact(conn, op)
+                    try:
+                        return _transact(conn, op)
+                    except (DBAPIError, _CommitFailed) as exc:
+                        if _is_resource_error(getattr(exc, "error", exc)):
+                            conn.invalidate()  # the next unit opens a fresh connection
+                        raise
 
             return await asyncio.get_running_loop().run_in_executor(self._threads, unit)
         assert self._async is not None

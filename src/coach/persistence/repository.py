@@ -22,7 +22,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..errors import SessionNotFound, StorageError
+from ..errors import ConfigError, SessionNotFound, StorageError
 from ..state.resume import DEFAULT_MAX_PAIRS
 from ..state.zones import Delta, DeltaSpec, Zone
 from ..store import (
@@ -44,7 +44,7 @@ from ..store import (
 from .batch import Applied, Plan
 from .codec import StepCodec
 from .conversation import conversation_select
-from .engine import Database, create_engine
+from .engine import DEFAULT_TIMEOUT, Database, create_engine
 from .memory import decode_or_empty, read_steps, stored_count
 from .migrate import require_current, upgrade
 from .phases import outputs_select
@@ -500,6 +500,7 @@ async def open_repository(
     phase_ids: Sequence[str] = DEFAULT_PHASE_IDS,
     pool_size: int = 5,
     max_overflow: int = 10,
+    call_timeout: float = DEFAULT_TIMEOUT,
     clock: Callable[[], datetime] = utcnow,
 ) -> Repository:
     """Open the repository on ``url``.
@@ -514,11 +515,21 @@ async def open_repository(
         phase_ids: The manifest's phase ids, in order.
         pool_size: Connections (PostgreSQL pool; SQLite worker threads).
         max_overflow: PostgreSQL pool overflow.
+        call_timeout: Seconds one PostgreSQL call may take, retries included
+            (``COACH_DB_TIMEOUT``); then it fails as a transient StorageError.
         clock: Returns the current UTC time (tests pass a fixed clock).
+
+    Raises:
+        ConfigError: ``secret`` is not bytes (a str is a mistake: say where it happens).
     """
+    if not isinstance(secret, bytes):
+        raise ConfigError(
+            f"open_repository: secret must be bytes (Settings.memory_secret), "
+            f"not {type(secret).__name__}"
+        )
     if create_schema:
         await upgrade(url, secret=secret)
     elif check_schema:
         await require_current(url)
-    database = Database(url, pool_size=pool_size, max_overflow=max_overflow)
+    database = Database(url, pool_size=pool_size, max_overflow=max_overflow, timeout=call_timeout)
     return Repository(database, secret=secret, phase_ids=phase_ids, clock=clock)
