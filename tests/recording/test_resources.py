@@ -82,7 +82,7 @@ async def test_a_full_disk_is_retried_and_everything_lands_once_space_is_back(
         dbapi_connection.execute(f"PRAGMA max_page_count = {limit}")
 
     store = ObservedStore(repo)
-    recorder = Recorder(store, retry_initial=0.01, retry_max=0.05)  # type: ignore[arg-type]
+    recorder = Recorder(store, retry_initial=0.01, retry_max=0.05)
     recorder.start()
     try:
         for op in ops(session_id):
@@ -116,7 +116,7 @@ async def test_a_read_only_file_is_retried_on_fresh_connections_once_writable(
             dbapi_connection.execute("PRAGMA query_only = ON")
 
     store = ObservedStore(repo)
-    recorder = Recorder(store, retry_initial=0.01, retry_max=0.05)  # type: ignore[arg-type]
+    recorder = Recorder(store, retry_initial=0.01, retry_max=0.05)
     recorder.start()
     try:
         for op in ops(session_id):
