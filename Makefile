@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 LINT_PATHS := src tests migrations $(wildcard bench)
 
-.PHONY: run test lint format bench clean
+.PHONY: run demo test lint format bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "coach needs Python 3.11 or newer")'
@@ -21,6 +21,13 @@ $(STAMP): pyproject.toml
 # quotes, $), each ' written as '\''.
 run: $(STAMP)
 	$(PY) -m coach chat $(if $(value COACH_USER),--user '$(subst ','\'',$(value COACH_USER))')
+
+## demo: a first visit, then a second that resumes it, against a scripted fake model
+# No LLM, no network. The demo's own SQLite file, DEMO_DIR/coach.db, is emptied on
+# every run and kept afterwards to look at (the demo prints how).
+DEMO_DIR ?= .demo
+demo: $(STAMP)
+	$(PY) -m tests.fakes.demo --dir '$(DEMO_DIR)'
 
 ## test: the whole test suite (needs PostgreSQL on 127.0.0.1:5432)
 test: $(STAMP)
