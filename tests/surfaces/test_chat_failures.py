@@ -285,3 +285,24 @@ async def test_writes_lost_at_exit_are_counted_in_one_line_and_the_exit_code(
         ("assistant", "Got it: onboarding. Where do people give up?"),
     ]
     assert conversation[5:] in ([], [("user", "They quit at bank linking")])
+
+
+@pytest.mark.parametrize("user", ["", "   ", "a" * 256, "ada\nbob"])
+async def test_an_invalid_user_is_one_line_before_anything_starts(
+    tmp_path: Path, user: str
+) -> None:
+    env = coach_env(tmp_path, COACH_LLM_BASE_URL="http://127.0.0.1:9/v1")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "coach", "chat", "--user", user),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_cwd(env),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"hello\n"), 60)
+    assert proc.returncode == 2 and out == b""
+    (line,) = err.decode().splitlines()
+    assert line.startswith("coach: ") and "identity" in line.lower(), line
+    assert not (tmp_path / "chat.db").exists()  # nothing was opened, nothing written

@@ -28,6 +28,7 @@ from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionTool
 from ..models import build_llm, describe_model_error, llm_url
 from ..runtime import Runtime
 from ..settings import Settings
+from ..store import check_identity
 
 logger = logging.getLogger("coach.chat")
 
@@ -128,7 +129,13 @@ async def run_chat(
     stdout: TextIO = sys.stdout,
     stderr: TextIO = sys.stderr,
 ) -> int:
-    """Run the REPL until end of input. Returns the process exit code."""
+    """Run the REPL until end of input. Returns the process exit code.
+
+    Raises :class:`~coach.errors.CoachError` (one line, exit 2) before the conversation
+    starts: no model configured, an invalid ``user``, a database that is not usable.
+    """
+    if user is not None:
+        check_identity(user)
     model: Any = chat_llm or build_llm(settings)  # ConfigError before anything else happens
     runtime = await Runtime.open(settings)
     answered = True
