@@ -1,15 +1,18 @@
 """What the three agents share: prompt rendering, the greeting on entry, context limits,
-and text fit for the model (valid UTF-8) in every request."""
+text fit for the model (valid UTF-8) in every request, and words for a database that
+does not answer (:func:`needs_notes`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import AsyncIterable
-from typing import Any, ClassVar
+from collections.abc import AsyncIterable, Awaitable, Callable
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from livekit.agents import Agent, ModelSettings, ToolError, llm
 from pydantic import JsonValue
 
+from ..errors import StaleWrite, StorageError
 from ..prompts import AgentKind
 from ..state.design import JSON, Change
 from ..state.history import prune_chat_items
@@ -21,6 +24,39 @@ from ..userdata import UserData
 logger = logging.getLogger("coach.agents")
 
 _AGENTS: dict[AgentKind, type[CoachAgentBase]] = {}
+
+NOTES_UNREACHABLE = (
+    "I can't reach my notes right now (the database did not answer). Tell the user so in "
+    "one short sentence and carry on with the conversation; try this again later."
+)
+"""What a tool tells the model when the database fails it: the turn goes on."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def needs_notes(tool: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Wrap a tool that reads or writes the store directly (put it under ``@function_tool``).
+
+    A database that is down or stalled (:class:`~coach.errors.StorageError`, which a
+    stalled server becomes after ``COACH_DB_TIMEOUT``) turns into
+    :data:`NOTES_UNREACHABLE` for the model to say, instead of an internal error. A
+    conflict (:class:`~coach.errors.StaleWrite`) is not an outage and passes through.
+    """
+
+    @functools.wraps(tool)
+    async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await tool(*args, **kwargs)
+        except StaleWrite:
+            raise
+        except StorageError as exc:
+            logger.warning(
+                "%s could not reach the database (%s)", tool.__name__, type(exc).__name__
+            )
+            raise ToolError(NOTES_UNREACHABLE) from None
+
+    return guarded
 
 
 def agent_for(kind: AgentKind) -> type[CoachAgentBase]:

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool
 
-from ..errors import InvalidWrite, ResumeError
+from ..errors import InvalidWrite, ResumeError, StorageError
 from ..state import design
 from ..store import PhaseDone, SessionRecord, clean_text
 from ..userdata import UserData
-from .base import CoachAgentBase, agent_for
+from .base import CoachAgentBase, agent_for, needs_notes
 from .restore import resumed_agent
 
 logger = logging.getLogger("coach.agents")
@@ -52,9 +52,15 @@ class DesignCoach(CoachAgentBase):
         if userdata.identity is None or userdata.user_id is not None:
             return
         name = userdata.user_name or userdata.identity
-        user = await userdata.store.get_or_create_user(userdata.identity, display_name=name)
+        try:
+            user = await userdata.store.get_or_create_user(userdata.identity, display_name=name)
+            sessions = await userdata.store.get_user_sessions(user.id)
+        except StorageError as exc:
+            # Greet anyway; identify_user looks again (and says so if it still cannot).
+            logger.warning("cannot look the user up before greeting (%s)", type(exc).__name__)
+            return
         userdata.user_id, userdata.user_name = user.id, user.display_name or name
-        self._known_sessions = await userdata.store.get_user_sessions(user.id)
+        self._known_sessions = sessions
 
     def greeting(self, userdata: UserData) -> str:
         sessions = self._known_sessions
@@ -68,6 +74,7 @@ class DesignCoach(CoachAgentBase):
         )
 
     @function_tool
+    @needs_notes
     async def identify_user(self, context: RunContext[UserData], name: str) -> str:
         """Identify the person you are talking to and look up their earlier sessions.
 
@@ -99,6 +106,7 @@ class DesignCoach(CoachAgentBase):
         )
 
     @function_tool
+    @needs_notes
     async def select_session_to_load(self, context: RunContext[UserData], session_id: str) -> str:
         """Mark one of the user's earlier sessions to be loaded.
 
@@ -127,6 +135,7 @@ class DesignCoach(CoachAgentBase):
         )
 
     @function_tool
+    @needs_notes
     async def load_selected_session(self, context: RunContext[UserData]) -> CoachAgentBase:
         """Load the selected session and hand the user to the colleague who continues it.
 
@@ -155,6 +164,7 @@ class DesignCoach(CoachAgentBase):
         return resumed_agent(userdata, result, current=self.chat_ctx)
 
     @function_tool
+    @needs_notes
     async def capture_design_challenge(self, context: RunContext[UserData], challenge: str) -> str:
         """Record the design challenge the user wants to work on; starts a new session.
 

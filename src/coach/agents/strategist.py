@@ -10,7 +10,7 @@ from ..state import design
 from ..state.zones import Action, Zone
 from ..store import clean_text
 from ..userdata import UserData
-from .base import CoachAgentBase, agent_for
+from .base import CoachAgentBase, agent_for, needs_notes
 from .phased import PhasedAgent
 
 MAX_SUMMARY = 8_000
@@ -130,6 +130,7 @@ class DesignStrategist(PhasedAgent):
         self.change_data(userdata, data, what, tool, idea_id=idea_id)
 
     @function_tool
+    @needs_notes
     async def search_past_work(self, context: RunContext[UserData], query: str) -> str:
         """Search the insights and ideas of the user's own earlier sessions.
 
