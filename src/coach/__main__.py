@@ -13,7 +13,7 @@ from .errors import CoachError
 from .settings import Settings, load_settings
 
 LIVEKIT_COMMANDS = {
-    "dev": "run the worker in development mode (reloads on change)",
+    "dev": "run the worker in development mode (no reload: restart it after a change)",
     "start": "run the worker in production mode (drains on SIGTERM, health on :8081)",
     "console": "talk to the agent through your microphone (needs PortAudio)",
     "connect": "connect the worker to an existing room",
@@ -68,17 +68,9 @@ def _run_livekit(argv: Sequence[str]) -> int:
 
     settings = load_settings()
     load_prompts(settings.prompts_dir)
-    asking_for_help = any(arg in ("-h", "--help") for arg in argv[1:])
-    if argv[0] != "download-files" and not asking_for_help:
-        settings.require_llm()
-        _ = settings.memory_secret
-    from livekit.agents import cli
+    from .surfaces.worker import run_cli
 
-    from .surfaces.worker import server
-
-    sys.argv = ["coach", *argv]
-    cli.run_app(server)
-    return 0
+    return run_cli(argv, settings)
 
 
 async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
@@ -133,7 +125,7 @@ def _dispatch(argv: Sequence[str]) -> int:
     if args.command == "token":
         from .surfaces.token import make_token
 
-        print(make_token(args.identity, args.room, name=args.name))
+        print(make_token(settings, args.identity, args.room, name=args.name))
         return 0
     raise AssertionError(args.command)
 

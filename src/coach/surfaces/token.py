@@ -3,25 +3,34 @@
 from __future__ import annotations
 
 import datetime
-import os
 
 from livekit import api
 
 from ..errors import ConfigError
-from .worker import AGENT_NAME
+from ..settings import Settings
+from .worker import AGENT_NAME, quiet_dev_key_warning
 
 
-def make_token(identity: str, room: str, *, name: str | None = None, ttl_hours: float = 6) -> str:
+def make_token(
+    settings: Settings,
+    identity: str,
+    room: str,
+    *,
+    name: str | None = None,
+    ttl_hours: float = 6,
+) -> str:
     """A LiveKit JWT for ``identity`` in ``room`` that dispatches the ``coach`` agent.
 
-    Reads ``LIVEKIT_API_KEY`` and ``LIVEKIT_API_SECRET``.
+    Signs with ``LIVEKIT_API_KEY`` and ``LIVEKIT_API_SECRET`` (environment or ``.env``).
     """
-    key, secret = os.environ.get("LIVEKIT_API_KEY"), os.environ.get("LIVEKIT_API_SECRET")
-    if not key or not secret:
+    if settings.livekit_api_key is None or settings.livekit_api_secret is None:
         raise ConfigError(
-            "Set LIVEKIT_API_KEY and LIVEKIT_API_SECRET "
+            "`token` needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET in the environment or .env "
             "(for livekit-server --dev: devkey / secret)."
         )
+    key = settings.livekit_api_key.get_secret_value()
+    secret = settings.livekit_api_secret.get_secret_value()
+    quiet_dev_key_warning()
     token = (
         api.AccessToken(key, secret)
         .with_identity(identity)
