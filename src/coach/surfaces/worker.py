@@ -10,9 +10,17 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from livekit import api, rtc
-from livekit.agents import AgentServer, JobContext, JobProcess
+from livekit.agents import (
+    AgentServer,
+    AgentSession,
+    CloseEvent,
+    CloseReason,
+    JobContext,
+    JobProcess,
+)
 
 from ..errors import ConfigError
 from ..models import build_llm, build_stt, build_tts, load_vad
@@ -51,6 +59,39 @@ class CoachServer(AgentServer):
 server = CoachServer(setup_fnc=prewarm)
 
 
+class JobControls(Protocol):
+    """The two things a job's room does on a model failure (a ``JobContext`` has both)."""
+
+    def delete_room(self, room_name: str | None = None) -> asyncio.Future[Any]:
+        """Delete the job's room, disconnecting everyone in it."""
+        ...
+
+    def shutdown(self, reason: str = "user requested") -> None:
+        """End the job: the session closes, then the shutdown callbacks run."""
+        ...
+
+
+def end_job_on_model_failure(session: AgentSession[Any], job: JobControls) -> None:
+    """When ``session`` closes for a model error it could not recover from (after the
+    plugin's retries), end the job instead of leaving the user with a silent agent.
+
+    The job's shutdown callbacks flush the recorder, so everything said is stored and
+    the session stays in progress. The room is deleted, so that the user's reconnect
+    creates it anew, which dispatches a fresh job that continues the session.
+    """
+
+    def on_close(event: CloseEvent) -> None:
+        if event.reason != CloseReason.ERROR:
+            return
+        cause = event.error.error if event.error is not None else None
+        reason = f"model failure: {cause}" if cause is not None else "model failure"
+        logger.error("ending the job after an unrecoverable model error", extra={"reason": reason})
+        job.delete_room()
+        job.shutdown(reason)
+
+    session.on("close", on_close)
+
+
 @server.rtc_session(agent_name=AGENT_NAME)
 async def entrypoint(ctx: JobContext) -> None:
     """Run one conversation in the job's room."""
@@ -81,6 +122,7 @@ async def entrypoint(ctx: JobContext) -> None:
         tts=build_tts(settings),
         vad=ctx.proc.userdata["vad"],
     )
+    end_job_on_model_failure(session, ctx)
     agent = (
         runtime.first_agent(userdata)
         if identity is None

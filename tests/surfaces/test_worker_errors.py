@@ -1,0 +1,100 @@
+"""A room whose model fails for good: the job ends with everything stored, and the
+user's reconnect continues the session. A real AgentSession talks to the real openai
+plugin, which talks to the local fake server until its script runs out (HTTP 500)."""
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from livekit.agents import APIConnectOptions
+from livekit.agents.voice.agent_session import SessionConnectOptions
+
+from coach.agents import DesignCoach
+from coach.models import build_llm
+from coach.runtime import Runtime
+from coach.settings import Settings
+from coach.surfaces.worker import end_job_on_model_failure
+from tests.fakes import FakeOpenAIServer, load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "worker-errors-secret-0123456789"
+ROOM = "design"
+# The demo's first replies: a greeting, the name, then the challenge captured (which
+# creates the stored session and completes its first phase). Nothing after that.
+FIRST_REPLIES = 4
+
+
+class FakeJob:
+    """What the worker's JobContext is asked to do, recorded."""
+
+    def __init__(self) -> None:
+        self.rooms_deleted = 0
+        self.shutdown_reasons: list[str] = []
+        self.ended = asyncio.Event()
+
+    def delete_room(self, room_name: str | None = None) -> "asyncio.Future[Any]":
+        self.rooms_deleted += 1
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    def shutdown(self, reason: str = "user requested") -> None:
+        self.shutdown_reasons.append(reason)
+        self.ended.set()
+
+
+async def test_an_unrecoverable_model_error_ends_the_job_and_a_reconnect_continues(
+    tmp_path: Path,
+) -> None:
+    script = load_script(ROOT / "tests" / "fixtures" / "demo_script.yaml")
+    async with FakeOpenAIServer(list(script)[:FIRST_REPLIES]) as server:
+        settings = Settings(
+            database_url=f"sqlite+aiosqlite:///{tmp_path / 'room.db'}",
+            secret_key=SECRET,  # type: ignore[arg-type]
+            llm_base_url=server.base_url,
+            llm_model="fake",
+        )
+        runtime = await Runtime.open(settings)
+        job = FakeJob()
+        userdata = runtime.new_userdata(identity="ada")
+        session = runtime.new_session(
+            userdata,
+            llm=build_llm(settings),
+            conn_options=SessionConnectOptions(
+                llm_conn_options=APIConnectOptions(max_retry=1, retry_interval=0.05),
+                max_unrecoverable_errors=0,
+            ),
+        )
+        end_job_on_model_failure(session, job)
+        agent = await runtime.room_agent(userdata, ROOM)
+        assert isinstance(agent, DesignCoach)  # a new user: the coach
+        await session.start(agent=agent)
+        await session.run(user_input="I'm Ada")
+        failing_turn = session.run(user_input="Onboarding for my budgeting app")
+        await asyncio.wait_for(job.ended.wait(), 60)
+        assert failing_turn.done()  # the turn ended with the session, nothing left hanging
+        # The plugin retried once: the failing request was sent twice.
+        assert len(server.requests) == FIRST_REPLIES + 2
+        assert len(server.errors) == 2
+    # What the worker's shutdown callback does once the job ends: flush and close.
+    losses = await runtime.aclose()
+
+    assert job.rooms_deleted == 1
+    assert len(job.shutdown_reasons) == 1 and job.shutdown_reasons[0].startswith("model failure")
+    assert losses.count == 0, losses
+    session_id = userdata.session_id
+    assert session_id is not None
+
+    # The user reconnects: a new job on any worker continues the stored session.
+    again = await Runtime.open(settings)
+    try:
+        stored = await again.store.get_session(session_id)
+        assert stored is not None and stored.status == "in_progress"
+        said = [m.content for m in await again.store.get_session_conversation(session_id)]
+        assert "I'm Ada" in said and "Onboarding for my budgeting app" in said
+        back = again.new_userdata(identity="ada")
+        resumed = await again.room_agent(back, ROOM)
+        assert not isinstance(resumed, DesignCoach)
+        assert back.session_id == session_id
+    finally:
+        await again.aclose()
