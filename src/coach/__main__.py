@@ -136,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(argv)
     except CoachError as exc:
-        print(f"coach: {exc}", file=sys.stderr)
+        # One line, whatever the message quotes (an argument may hold a newline).
+        print(f"coach: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import func, select
 
 from coach.errors import InvalidWrite, SessionNotFound
 from coach.persistence import Repository
 from coach.persistence.schema import User
+from coach.state import Action, DeltaSpec
 from coach.store import MAX_IDENTITY, check_identity, clean_text
 
 REFUSED = {
@@ -102,3 +105,76 @@ def test_clean_text_keeps_valid_text_and_replaces_what_is_not_utf8() -> None:
     assert clean_text("split \ud83d\ude00 emoji") == "split 😀 emoji"
     assert clean_text("a\x00b\udcffc\ud800") == "a\ufffdb\ufffdc\ufffd"
     assert clean_text(None) is None
+
+
+# --- every column's rule, checked before any database sees the value ------------------
+
+SPEC = DeltaSpec(trigger="user_action", source="user", delta_type="update", path="view")
+
+
+async def _state_and_outputs(repo: Repository, session_id: str) -> tuple[object, ...]:
+    return (await repo.get_state(session_id), await repo.get_phase_outputs(session_id))
+
+
+async def test_a_user_action_keeps_its_actor_however_long_the_identity(repo: Repository) -> None:
+    # The actor of a user action is the caller's identity: up to 255 characters.
+    user = await repo.get_or_create_user("actor")
+    session = await repo.create_session(user.id, "challenge")
+    actor = "é" * MAX_IDENTITY
+    await repo.update_view(session.id, {}, SPEC.model_copy(update={"actor_id": actor}))
+    (delta,) = await repo.get_deltas(session.id)
+    assert delta.actor_id == actor
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        pytest.param(
+            lambda repo, sid: repo.update_view(
+                sid, {}, SPEC.model_copy(update={"actor_id": "x" * (MAX_IDENTITY + 1)})
+            ),
+            id="actor longer than an identity",
+        ),
+        pytest.param(
+            lambda repo, sid: repo.update_view(
+                sid, {}, SPEC.model_copy(update={"turn_id": "t" * 65})
+            ),
+            id="turn id longer than its column",
+        ),
+        pytest.param(
+            lambda repo, sid: repo.save_phase_output(sid, "p" * 65, "Long", "running"),
+            id="phase id longer than its column",
+        ),
+        pytest.param(
+            lambda repo, sid: repo.update_data(sid, {"idea": "a\ud800b"}, SPEC),
+            id="zone value holding a lone surrogate",
+        ),
+        pytest.param(
+            lambda repo, sid: repo.update_view(
+                sid, {}, SPEC.model_copy(update={"action": Action(params={"q": "\udcff"})})
+            ),
+            id="delta action holding a lone surrogate",
+        ),
+    ],
+)
+async def test_what_a_column_cannot_hold_is_refused_alike_on_both_databases(
+    repo: Repository, write: Any
+) -> None:
+    user = await repo.get_or_create_user("columns")
+    session = await repo.create_session(user.id, "challenge")
+    before = await _state_and_outputs(repo, session.id)
+    with pytest.raises(InvalidWrite):
+        await write(repo, session.id)
+    assert await _state_and_outputs(repo, session.id) == before
+
+
+async def test_session_and_phase_text_is_stored_as_valid_utf8(repo: Repository) -> None:
+    user = await repo.get_or_create_user("texts")
+    session = await repo.create_session(user.id, "onboarding \ud83d\ude00 \udcff", room="room\x00")
+    await repo.save_phase_output(session.id, "challenge", "Chall\udcffenge", "completed")
+    stored = await repo.get_session(session.id)
+    assert stored is not None
+    assert stored.design_challenge == "onboarding 😀 \ufffd"
+    assert stored.room == "room\ufffd"
+    (output,) = await repo.get_phase_outputs(session.id)
+    assert output.phase_name == "Chall\ufffdenge"

@@ -113,11 +113,9 @@ class Plan:
                 raise InvalidWrite(f"memory steps of session {sid} are not contiguous in a batch")
             steps.extend(op.steps)
         elif isinstance(op, SavePhaseOutput):
-            check_phase_output(op)
-            self.phase_outputs.append((op, clock()))
+            self.phase_outputs.append((check_phase_output(op), clock()))
         elif isinstance(op, WriteZone):
-            check_zone_write(op)
-            self.zone_writes.setdefault(sid, []).append(op)
+            self.zone_writes.setdefault(sid, []).append(check_zone_write(op))
         elif isinstance(op, UpdateSession):
             fields = {**self.session_fields.get(sid, {}), **session_values(op.fields)}
             self.session_fields[sid] = fields

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from ..errors import InvalidRole, InvalidWrite
 from ..store import AddMessage
 from .schema import MESSAGE_ROLES, SessionConversation
-from .sql import CONVERSATIONS, AnyRow, AnySelect, clean_text
+from .sql import CONVERSATIONS, AnyRow, AnySelect, clean_text, fit
 
 __all__ = ["conversation_select", "fetch_window", "insert_messages", "message_row"]
 
@@ -34,7 +34,7 @@ def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
         raise InvalidWrite("message content must be a string")
     return {
         "session_id": op.session_id,
-        "phase_id": op.phase_id,
+        "phase_id": fit(op.phase_id, CONVERSATIONS.c.phase_id, "message phase_id"),
         "role": op.role,
         "content": clean_text(op.content),
         "interrupted": bool(op.interrupted),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Final
 
@@ -10,7 +11,7 @@ from sqlalchemy.engine import Connection
 
 from ..store import PhaseOutputRecord, SavePhaseOutput
 from .schema import PHASE_STATUSES, PhaseOutput, new_id
-from .sql import PHASE_OUTPUTS, AnySelect, check_status, clean_text, upsert
+from .sql import PHASE_OUTPUTS, AnySelect, check_status, clean_text, fit, upsert
 
 __all__ = ["OUTPUT_COLUMNS", "check_phase_output", "outputs_select", "save_phase_outputs"]
 
@@ -30,9 +31,15 @@ OUTPUT_COLUMNS: Final = (
 _PROMPTS: Final = frozenset({"system_prompt", "user_input"})
 
 
-def check_phase_output(op: SavePhaseOutput) -> None:
-    """Refuse a phase output with an unknown status (nothing is written)."""
+def check_phase_output(op: SavePhaseOutput) -> SavePhaseOutput:
+    """``op`` as it will be stored; refuses an unknown status, or a phase id or name the
+    columns cannot hold (nothing is written)."""
     check_status(op.status, PHASE_STATUSES, "phase")
+    phase_id = fit(op.phase_id, PHASE_OUTPUTS.c.phase_id, "phase id")
+    phase_name = fit(op.phase_name, PHASE_OUTPUTS.c.phase_name, "phase name")
+    if (phase_id, phase_name) != (op.phase_id, op.phase_name):
+        return dataclasses.replace(op, phase_id=phase_id, phase_name=phase_name)
+    return op
 
 
 def save_phase_outputs(

@@ -276,7 +276,7 @@ class StateDelta(Base):
     turn_id: Mapped[str | None] = mapped_column(String(64))
     trigger: Mapped[str] = mapped_column(String(16))
     source: Mapped[str] = mapped_column(String(16))
-    actor_id: Mapped[str | None] = mapped_column(String(64))
+    actor_id: Mapped[str | None] = mapped_column(String(255))
     delta_type: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(String(255))
     action: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -13,7 +13,17 @@ from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..store import MAX_IDENTITY, SessionRecord, UserRecord, check_identity
 from .memory import stored_count
 from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User, new_id
-from .sql import SESSIONS, STATES, USERS, AnyRow, AnySelect, check_status, clean_text, upsert
+from .sql import (
+    SESSIONS,
+    STATES,
+    USERS,
+    AnyRow,
+    AnySelect,
+    check_status,
+    clean_text,
+    fit,
+    upsert,
+)
 
 __all__ = [
     "SESSION_FIELDS",
@@ -141,7 +151,7 @@ def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidWrite(f"unknown session fields: {', '.join(sorted(unknown))}")
     if fields.get("status") is not None:
         check_status(fields["status"], SESSION_STATUSES, "session")
-    return dict(fields)
+    return {name: fit(value, SESSIONS.c[name], f"session {name}") for name, value in fields.items()}
 
 
 def apply_session_write(
@@ -185,9 +195,9 @@ def insert_session(conn: Connection, record: SessionRecord) -> None:
         SESSIONS.insert().values(
             id=record.id,
             user_id=record.user_id,
-            design_challenge=record.design_challenge,
+            design_challenge=fit(record.design_challenge, SESSIONS.c.design_challenge, "challenge"),
             status=record.status,
-            room=record.room,
+            room=fit(record.room, SESSIONS.c.room, "room"),
             memory_steps=0,
             created_at=record.created_at,
             updated_at=record.updated_at,

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any, Final, TypeAlias, cast, overload
 
-from sqlalchemy import Select, Table
+from sqlalchemy import Column, Select, Table
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 
 from ..errors import InvalidWrite
+from ..store import clean_text
 from .schema import (
     AgentStep,
     PhaseOutput,
@@ -34,6 +35,7 @@ __all__ = [
     "AnySelect",
     "check_status",
     "clean_text",
+    "fit",
     "json_object",
     "upsert",
 ]
@@ -62,18 +64,24 @@ def check_status(status: str, allowed: tuple[str, ...], what: str) -> None:
 
 
 @overload
-def clean_text(text: str) -> str: ...
+def fit(value: str, column: Column[Any], what: str) -> str: ...
 @overload
-def clean_text(text: None) -> None: ...
-def clean_text(text: str | None) -> str | None:
-    """Text as every database stores it: no NUL bytes, no lone surrogates (U+FFFD instead).
-
-    A local model's stream can split an emoji into halves; such text must still be kept.
-    """
-    if text is None:
+def fit(value: None, column: Column[Any], what: str) -> None: ...
+@overload
+def fit(value: str | None, column: Column[Any], what: str) -> str | None: ...
+def fit(value: str | None, column: Column[Any], what: str) -> str | None:
+    """``value`` as it will be stored: valid UTF-8 (:func:`~coach.store.clean_text`) and
+    no longer than ``column`` allows — on SQLite, which does not enforce lengths, as on
+    PostgreSQL, which does. Otherwise :class:`InvalidWrite` (nothing is written)."""
+    if value is None:
         return None
-    cleaned = text.replace("\x00", "\ufffd")
-    return cleaned.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if not isinstance(value, str):
+        raise InvalidWrite(f"{what} must be text, not {type(value).__name__}")
+    value = clean_text(value)
+    length = getattr(column.type, "length", None)
+    if length is not None and len(value) > length:
+        raise InvalidWrite(f"{what} is longer than {length} characters")
+    return value
 
 
 def json_object(value: object, zone: str) -> dict[str, Any]:
@@ -81,7 +89,11 @@ def json_object(value: object, zone: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidWrite(f"the {zone} zone must be a JSON object (a dict)")
     try:
-        json.dumps(value, allow_nan=False)
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidWrite(f"the {zone} zone holds text that is not valid UTF-8") from None
     except (TypeError, ValueError) as exc:
         raise InvalidWrite(f"the {zone} zone is not JSON-serializable: {exc}") from exc
+    except RecursionError:
+        raise InvalidWrite(f"the {zone} zone is nested too deeply") from None
     return value

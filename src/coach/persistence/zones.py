@@ -7,6 +7,7 @@ second writer of the same session fails with ``StaleWrite`` instead of interleav
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -15,11 +16,11 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..errors import SessionNotFound, StaleWrite
+from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
 from ..store import StateRecord, WriteZone
 from .schema import SessionState, StateDelta
-from .sql import DELTAS, SESSIONS, STATES, AnyRow, AnySelect, json_object, upsert
+from .sql import DELTAS, SESSIONS, STATES, AnyRow, AnySelect, fit, json_object, upsert
 
 __all__ = ["check_zone_write", "delta_record", "deltas_select", "fetch_state", "write_zones"]
 
@@ -43,15 +44,29 @@ _DELTA: Final = (
 )
 
 
-def check_zone_write(op: WriteZone) -> None:
-    """Refuse an unknown zone, a zone value that is not a JSON object, or a delta that
-    is not a :class:`DeltaSpec` (nothing is written)."""
+def check_zone_write(op: WriteZone) -> WriteZone:
+    """``op`` as it will be stored; refuses an unknown zone, a zone value that is not a
+    JSON object, a delta that is not a :class:`DeltaSpec`, or delta fields the
+    ``state_deltas`` columns cannot hold (nothing is written)."""
     if not isinstance(op.delta, DeltaSpec):
-        raise TypeError("delta must be a DeltaSpec")
+        raise InvalidWrite("delta must be a DeltaSpec")
     if op.zone is not None:
-        zone = Zone(op.zone)
+        try:
+            zone = Zone(op.zone)
+        except ValueError:
+            raise InvalidWrite(f"unknown zone: {op.zone!r}") from None
         if op.value is not None:
             json_object(op.value, zone.value)
+    delta = op.delta
+    fitted = {
+        "turn_id": fit(delta.turn_id, DELTAS.c.turn_id, "delta turn_id"),
+        "actor_id": fit(delta.actor_id, DELTAS.c.actor_id, "delta actor_id"),
+        "path": fit(delta.path, DELTAS.c.path, "delta path"),
+    }
+    json_object(delta.model_dump(mode="json", include={"action", "result"}), "delta")
+    if any(getattr(delta, name) != value for name, value in fitted.items()):
+        return dataclasses.replace(op, delta=delta.model_copy(update=fitted))
+    return op
 
 
 _STATE_ROW: Final = select(*_STATE).where(SessionState.session_id == bindparam("b_id"))
