@@ -68,7 +68,7 @@ def _run_livekit(argv: Sequence[str]) -> int:
 
     settings = load_settings()
     load_prompts(settings.prompts_dir)
-    from .surfaces.worker import run_cli
+    from .surfaces.livekit_cli import run_cli
 
     return run_cli(argv, settings)
 

@@ -15,7 +15,7 @@ from coach.agents import DesignCoach
 from coach.models import build_llm
 from coach.runtime import Runtime
 from coach.settings import Settings
-from coach.surfaces.worker import end_job_on_model_failure
+from coach.surfaces.worker import end_job_on_model_failure, user_identity
 from tests.fakes import FakeOpenAIServer, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,3 +109,22 @@ async def test_an_unrecoverable_model_error_ends_the_job_and_a_reconnect_continu
     # garbage collector. Collect them now, on this loop: run later, their finalizers
     # land inside an import, where CPython 3.11.7 fails the AST check (a SystemError).
     gc.collect()
+
+
+@pytest.mark.parametrize(
+    ("identity", "fake_job", "expected"),
+    [
+        ("ada", False, "ada"),
+        ("Ada Lovelace 🧮", False, "Ada Lovelace 🧮"),
+        ("ada", True, None),  # console's stand-in participant
+        ("", False, None),
+        ("ada\nbob", False, None),
+        ("x" * 256, False, None),
+    ],
+)
+def test_a_participant_identity_no_user_can_have_means_asking_for_a_name(
+    identity: str, fake_job: bool, expected: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert user_identity(identity, fake_job=fake_job) == expected
+    refused = expected is None and not fake_job
+    assert ("participant identity refused" in caplog.text) is refused

@@ -8,7 +8,8 @@ from livekit import api
 
 from ..errors import ConfigError
 from ..settings import Settings
-from .worker import AGENT_NAME, quiet_dev_key_warning
+from .livekit_cli import quiet_dev_key_warning
+from .worker import AGENT_NAME
 
 
 def make_token(
