@@ -220,9 +220,10 @@ class Outage:
     """Takes the database away for good once ``messages`` messages are stored: on SQLite
     another connection holds the write lock; on PostgreSQL the relay to it is cut."""
 
-    def __init__(self, database_url: str, messages: int) -> None:
+    def __init__(self, database_url: str, messages: int, *, stall: bool = False) -> None:
         self.direct_url = self.url = database_url
         self._messages = messages
+        self._stall = stall
         self._proxy: TcpProxy | None = None
         self._lock: sqlite3.Connection | None = None
 
@@ -240,6 +241,7 @@ class Outage:
             self._lock.rollback()
             self._lock.close()
         if self._proxy is not None:
+            self._proxy.resume()
             await self._proxy.aclose()
         await self._reader.aclose()
 
@@ -247,6 +249,9 @@ class Outage:
         async with asyncio.timeout(30):
             while await stored_messages(self._reader) < self._messages:
                 pass  # each look is a database round trip: the recorder runs meanwhile
+        if self._proxy is not None and self._stall:
+            self._proxy.stall()  # connections stay open; nothing is answered
+            return
         if self._proxy is not None:
             await self._proxy.cut()
             return
@@ -306,3 +311,26 @@ async def test_an_invalid_user_is_one_line_before_anything_starts(
     (line,) = err.decode().splitlines()
     assert line.startswith("coach: ") and "identity" in line.lower(), line
     assert not (tmp_path / "chat.db").exists()  # nothing was opened, nothing written
+
+
+@pytest.mark.postgres
+async def test_a_stalled_postgresql_bounds_the_exit_and_counts_what_was_lost(
+    postgres_url: str,
+) -> None:
+    # The server stops answering without closing anything: the chat still ends, within
+    # the shutdown timeout plus one call's deadline, and says what it could not store.
+    async with Outage(postgres_url, messages=5, stall=True) as outage:
+        model = FlakyLLM(VISIT, before={6: outage.begin})
+        err = io.StringIO()
+        run = run_chat(
+            chat_settings(outage.url, recorder_shutdown_timeout=1, db_timeout=1),
+            user="ada",
+            chat_llm=model,
+            stdin=io.StringIO(LINES),
+            stdout=io.StringIO(),
+            stderr=err,
+        )
+        code = await asyncio.wait_for(run, 60)  # the test's own bound: a hang fails it
+    assert code == EXIT_WRITES_LOST
+    (line,) = err.getvalue().splitlines()
+    assert "write(s) were not saved" in line and "cause: " in line

@@ -87,7 +87,7 @@ def create_engine(
     pool_size: int = 5,
     max_overflow: int = 10,
     busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     echo: bool = False,
 ) -> AsyncEngine:
     """Create the async engine for ``url`` with coach's settings.
@@ -99,6 +99,7 @@ def create_engine(
         busy_timeout_ms: How long a SQLite writer waits for the write lock.
         timeout: How long PostgreSQL may take to connect, hand out a pooled
             connection or answer one statement (a stalled server never hangs a call).
+            ``None`` (migrations, tooling): 10 s to connect, statements unbounded.
         echo: Log every statement (debugging).
 
     Returns:
@@ -115,10 +116,11 @@ def create_engine(
     if parsed.get_backend_name() == "postgresql":
         kwargs["connect_args"] = {
             "server_settings": {"application_name": "coach"},
-            "timeout": timeout,
+            "timeout": timeout or 10,
             "command_timeout": timeout,
         }
-        kwargs["pool_timeout"] = timeout
+        if timeout is not None:
+            kwargs["pool_timeout"] = timeout
     return _create_async_engine(
         parsed,
         echo=echo,
