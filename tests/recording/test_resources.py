@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from livekit.agents import llm
 from sqlalchemy import event
 
@@ -67,54 +68,44 @@ async def assert_written_once(url: str, session_id: str) -> None:
         assert await repo.agent_step_count(session_id) == 1
 
 
-async def test_a_full_disk_is_retried_and_everything_lands_once_space_is_back(
-    sqlite_url: str,
-) -> None:
-    session_id = await new_session(sqlite_url)
-    repo = await open_repository(sqlite_url, secret=MEMORY_SECRET)
-    full = True
+class DiskFull:
+    """The file may not grow (SQLite's page limit, set on every checkout) while on."""
 
-    @event.listens_for(repo.sync_engine, "checkout")
-    def _cap(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-        # The file may not grow while "the disk is full".
+    event = "checkout"
+    message = "database or disk is full"
+
+    def __init__(self) -> None:
+        self.on = True
+
+    def __call__(self, dbapi_connection: Any, *_: Any) -> None:
         (pages,) = dbapi_connection.execute("PRAGMA page_count").fetchone()
-        limit = pages if full else 1_073_741_823
+        limit = pages if self.on else 1_073_741_823
         dbapi_connection.execute(f"PRAGMA max_page_count = {limit}")
 
-    store = ObservedStore(repo)
-    recorder = Recorder(store, retry_initial=0.01, retry_max=0.05)
-    recorder.start()
-    try:
-        for op in ops(session_id):
-            recorder.submit(op)
-        await asyncio.wait_for(store.failed.wait(), 10)
-        assert "database or disk is full" in str(store.errors[0])
-        assert store.errors[0].transient
-        assert not recorder.is_fenced(session_id) and recorder.stats().dropped == 0
 
-        full = False  # space is back
-        await asyncio.wait_for(recorder.flush(), 10)
-        assert not recorder.is_fenced(session_id) and recorder.stats().dropped == 0
-    finally:
-        losses = await recorder.aclose()
-        await repo.aclose()
-    assert losses.count == 0
-    await assert_written_once(sqlite_url, session_id)
+class ReadOnlyFile:
+    """A connection opened while on stays read-only, as one opened on a read-only file
+    does after the file is writable again: only new connections can tell."""
+
+    event = "connect"
+    message = "readonly database"
+
+    def __init__(self) -> None:
+        self.on = True
+
+    def __call__(self, dbapi_connection: Any, *_: Any) -> None:
+        if self.on:
+            dbapi_connection.execute("PRAGMA query_only = ON")
 
 
-async def test_a_read_only_file_is_retried_on_fresh_connections_once_writable(
-    sqlite_url: str,
+@pytest.mark.parametrize("fault", [DiskFull, ReadOnlyFile], ids=["disk full", "read-only file"])
+async def test_a_machine_fault_is_retried_and_everything_lands_once_it_passes(
+    sqlite_url: str, fault: type[DiskFull | ReadOnlyFile]
 ) -> None:
     session_id = await new_session(sqlite_url)
     repo = await open_repository(sqlite_url, secret=MEMORY_SECRET)
-    read_only = True
-
-    @event.listens_for(repo.sync_engine, "connect")
-    def _open(dbapi_connection: Any, _record: Any) -> None:
-        # Opened while the file is read-only: the connection stays so (like a real one).
-        if read_only:
-            dbapi_connection.execute("PRAGMA query_only = ON")
-
+    machine = fault()
+    event.listen(repo.sync_engine, machine.event, machine)
     store = ObservedStore(repo)
     recorder = Recorder(store, retry_initial=0.01, retry_max=0.05)
     recorder.start()
@@ -122,10 +113,10 @@ async def test_a_read_only_file_is_retried_on_fresh_connections_once_writable(
         for op in ops(session_id):
             recorder.submit(op)
         await asyncio.wait_for(store.failed.wait(), 10)
-        assert "readonly database" in str(store.errors[0]) and store.errors[0].transient
-        assert not recorder.is_fenced(session_id)
+        assert machine.message in str(store.errors[0]) and store.errors[0].transient
+        assert not recorder.is_fenced(session_id) and recorder.stats().dropped == 0
 
-        read_only = False  # writable again: only new connections can tell
+        machine.on = False  # space or write access is back
         await asyncio.wait_for(recorder.flush(), 10)
         assert not recorder.is_fenced(session_id) and recorder.stats().dropped == 0
     finally:

@@ -34,7 +34,7 @@ def coach_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-async def coach(*args: str, env: dict[str, str], stdin: str = "") -> tuple[int, str, str]:
+async def coach(*args: str, env: dict[str, str], stdin: str | bytes = "") -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -46,7 +46,8 @@ async def coach(*args: str, env: dict[str, str], stdin: str = "") -> tuple[int, 
         env=env,
         cwd=tmp_cwd(env),
     )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=120)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    out, err = await asyncio.wait_for(proc.communicate(data), timeout=120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import io
 import sqlite3
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from tests.fakes import FakeOpenAIServer, RecordedRequest, ScriptedLLM, call, sa
 from tests.fakes.scripted_llm import ScriptedLLMStream
 from tests.recording.tcp_proxy import TcpProxy
 
-from .test_chat_cli import SECRET, coach_env, tmp_cwd
+from .test_chat_cli import SECRET, coach, coach_env
 
 MODEL_URL = "http://model.test/v1"
 
@@ -165,19 +164,9 @@ async def test_a_model_that_stays_down_never_ends_the_chat(sqlite_url: str) -> N
 @pytest.mark.slow
 async def test_a_model_server_that_is_down_is_named_in_one_line_per_turn(tmp_path: Path) -> None:
     env = coach_env(tmp_path, COACH_LLM_BASE_URL="http://127.0.0.1:9/v1")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "coach", "chat", "--user", "ada"),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=tmp_cwd(env),
-    )
-    out, err = await asyncio.wait_for(proc.communicate(b"hello\n"), 120)
-    text = err.decode()
-    assert proc.returncode == EXIT_MODEL_FAILED
-    assert out == b""
+    code, out, text = await coach("chat", "--user", "ada", env=env, stdin="hello\n")
+    assert code == EXIT_MODEL_FAILED
+    assert out == ""
     # The greeting and the one line of input: one line each, naming server and reason.
     assert (
         text.splitlines()
@@ -194,18 +183,10 @@ async def test_input_that_is_not_utf8_is_read_with_replacement(tmp_path: Path) -
     replies = [say("Hi! What's your name?"), say("Hello!"), say("Still here.")]
     async with FakeOpenAIServer(replies) as server:
         env = coach_env(tmp_path, COACH_LLM_BASE_URL=server.base_url, COACH_LLM_MODEL="fake")
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *("-m", "coach", "chat", "--user", "ada"),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=tmp_cwd(env),
-        )
-        out, err = await asyncio.wait_for(proc.communicate(b"I'm \xff\xfeAda\nmore\n"), 120)
-    assert proc.returncode == EXIT_OK, err.decode()
-    assert out.decode().splitlines()[-1] == "coach> Still here."
+        lines = b"I'm \xff\xfeAda\nmore\n"
+        code, out, err = await coach("chat", "--user", "ada", env=env, stdin=lines)
+    assert code == EXIT_OK, err
+    assert out.splitlines()[-1] == "coach> Still here."
     users = [m["content"] for m in server.requests[1]["messages"] if m.get("role") == "user"]
     assert users == ["I'm \ufffd\ufffdAda"]
 
@@ -297,18 +278,9 @@ async def test_an_invalid_user_is_one_line_before_anything_starts(
     tmp_path: Path, user: str
 ) -> None:
     env = coach_env(tmp_path, COACH_LLM_BASE_URL="http://127.0.0.1:9/v1")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "coach", "chat", "--user", user),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=tmp_cwd(env),
-    )
-    out, err = await asyncio.wait_for(proc.communicate(b"hello\n"), 60)
-    assert proc.returncode == 2 and out == b""
-    (line,) = err.decode().splitlines()
+    code, out, err = await coach("chat", "--user", user, env=env, stdin="hello\n")
+    assert code == 2 and out == ""
+    (line,) = err.splitlines()
     assert line.startswith("coach: ") and "identity" in line.lower(), line
     assert not (tmp_path / "chat.db").exists()  # nothing was opened, nothing written
 
