@@ -108,6 +108,14 @@ async def test_token_reads_the_keys_from_dotenv(tmp_path: Path) -> None:
     assert claims.room_config.agents[0].agent_name == "coach"
 
 
+async def test_token_for_an_identity_no_user_can_have_is_one_line(tmp_path: Path) -> None:
+    env = lk_env(tmp_path)
+    write_dotenv(env, LIVEKIT_API_KEY=DEV_KEY, LIVEKIT_API_SECRET=DEV_SECRET)
+    code, out, err = await coach("token", "--identity", " alice", env=env)
+    assert code == 2 and out == ""
+    assert "identity" in one_line(err).lower()
+
+
 async def test_token_without_keys_is_one_line(tmp_path: Path) -> None:
     code, out, err = await coach("token", "--identity", "alice", env=lk_env(tmp_path))
     assert code == 2 and out == ""

@@ -8,6 +8,7 @@ from livekit import api
 
 from ..errors import ConfigError
 from ..settings import Settings
+from ..store import check_identity
 from .livekit_cli import quiet_dev_key_warning
 from .worker import AGENT_NAME
 
@@ -23,7 +24,10 @@ def make_token(
     """A LiveKit JWT for ``identity`` in ``room`` that dispatches the ``coach`` agent.
 
     Signs with ``LIVEKIT_API_KEY`` and ``LIVEKIT_API_SECRET`` (environment or ``.env``).
+    An identity no user can have (:func:`~coach.store.check_identity`) is refused here,
+    not when the agent meets it in the room.
     """
+    check_identity(identity)
     if settings.livekit_api_key is None or settings.livekit_api_secret is None:
         raise ConfigError(
             "`token` needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET in the environment or .env "
