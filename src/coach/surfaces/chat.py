@@ -146,18 +146,17 @@ async def run_chat(
         transcript = Transcript(stdout)
         session.on("conversation_item_added", transcript.on_item)
         session.on("function_tools_executed", transcript.on_tools)
-        turn = _Turns(llm_url(settings), stderr)
+        url = llm_url(settings)
         try:
-            answered &= await turn.take(
-                session.start(runtime.first_agent(userdata), capture_run=True)
-            )
+            greeting = session.start(runtime.first_agent(userdata), capture_run=True)
+            answered &= await _answered(greeting, url, stderr)
             reader = LineReader(stdin, "you> ")
             while (line := await reader.read()) is not None:
                 said = line.strip()
                 if said.lower() in QUIT:
                     break
                 if said:
-                    answered &= await turn.take(session.run(user_input=said))
+                    answered &= await _answered(session.run(user_input=said), url, stderr)
         finally:
             await session.aclose()
     finally:
@@ -168,23 +167,16 @@ async def run_chat(
     return EXIT_OK if answered else EXIT_MODEL_FAILED
 
 
-class _Turns:
-    """Runs one turn; a model failure becomes one line and the chat goes on."""
-
-    def __init__(self, url: str, err: TextIO) -> None:
-        self._url = url
-        self._err = err
-
-    async def take(self, turn: Awaitable[Any]) -> bool:
-        """Await ``turn`` (and its reply); False when the model failed it."""
-        try:
-            await turn
-        except APIError as exc:
-            print(
-                f"coach: {describe_model_error(exc, self._url)}. Everything so far is saved; "
-                "say it again to retry, or type exit.",
-                file=self._err,
-                flush=True,
-            )
-            return False
-        return True
+async def _answered(turn: Awaitable[Any], url: str, err: TextIO) -> bool:
+    """Await one turn (and its reply); a model failure is one line on ``err``: False."""
+    try:
+        await turn
+    except APIError as exc:
+        print(
+            f"coach: {describe_model_error(exc, url)}. Everything so far is saved; "
+            "say it again to retry, or type exit.",
+            file=err,
+            flush=True,
+        )
+        return False
+    return True
