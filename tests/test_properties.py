@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.state import Action, DeltaSpec, Zone, design
 from coach.store import check_identity, clean_text, is_clean
-from coach.surfaces.room import FOCUS_METHOD, MAX_RPC_PAYLOAD, handle_focus
+from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.userdata import UserData
 from tests.conftest import MEMORY_SECRET
 from tests.fakes import ScriptedLLM, ToolCall, calls, say
@@ -238,23 +238,6 @@ class _Sink:
         self.messages.append(message)
 
 
-@pytest.fixture
-async def focus_board(
-    tool_settings: Settings,
-) -> AsyncIterator[tuple[UserData, _Sink, str]]:
-    runtime = await Runtime.open(tool_settings)
-    sink = _Sink()
-    userdata = runtime.new_userdata(identity="zoe", sink=sink)
-    user = await runtime.store.get_or_create_user("zoe")
-    session = await runtime.store.create_session(user.id, "Onboarding")
-    userdata.session_id = session.id
-    userdata.state.attach(session.id)
-    data, change = design.add_insight(userdata.state.data, "People skip setup", phase_id=None)
-    userdata.state.write(Zone.DATA, data, change, Action(type="tool", tool="add_insight"))
-    yield userdata, sink, data["insights"][0]["id"]
-    await runtime.aclose()
-
-
 PAYLOADS = st.one_of(
     NASTY,
     JSON_VALUES.map(json.dumps),
@@ -268,24 +251,49 @@ PAYLOADS = st.one_of(
 )
 
 
-async def test_focus_payloads_get_a_documented_answer(
-    focus_board: tuple[UserData, _Sink, str],
+@pytest.fixture
+def focus_board(
+    tool_settings: Settings, loop: Callable[[Awaitable[Any]], Any]
+) -> Iterator[tuple[UserData, _Sink, str]]:
+    async def make() -> tuple[Runtime, UserData, _Sink, str]:
+        runtime = await Runtime.open(tool_settings)
+        sink = _Sink()
+        userdata = runtime.new_userdata(identity="zoe", sink=sink)
+        user = await runtime.store.get_or_create_user("zoe")
+        session = await runtime.store.create_session(user.id, "Onboarding")
+        userdata.session_id = session.id
+        userdata.state.attach(session.id)
+        data, change = design.add_insight(userdata.state.data, "People skip setup", phase_id=None)
+        userdata.state.write(Zone.DATA, data, change, Action(type="tool", tool="add_insight"))
+        return runtime, userdata, sink, data["insights"][0]["id"]
+
+    runtime, userdata, sink, insight_id = loop(make())
+    yield userdata, sink, insight_id
+    loop(runtime.aclose())
+
+
+def test_focus_payloads_get_a_documented_answer(
+    focus_board: tuple[UserData, _Sink, str], loop: Callable[[Awaitable[Any]], Any]
 ) -> None:
     userdata, sink, insight_id = focus_board
+
+    def focus(payload: str, caller: str = "zoe") -> str:
+        call = rtc.RpcInvocationData("r", caller, payload, 5.0, "coach.focus")
+        answer: str = loop(invoke("coach.focus", userdata, call))
+        return answer
 
     @settings(PROFILE, max_examples=60)
     @given(payload=PAYLOADS, caller=st.sampled_from(["zoe", "zoe", "mallory"]))
     def check(payload: str, caller: str) -> None:
         before = (json.dumps(userdata.state.view), userdata.state.step, len(sink.messages))
-        call = rtc.RpcInvocationData("r", caller, payload, 5.0, FOCUS_METHOD)
         try:
-            answer = json.loads(handle_focus(userdata, call))
+            answer = json.loads(focus(payload, caller))
         except rtc.RpcError as refused:
             utf8(refused.message)
             assert (json.dumps(userdata.state.view), userdata.state.step) == before[:2]
             assert len(sink.messages) == before[2]
             expected = {403} if caller != "zoe" else {400, 404, 413}
-            if len(payload.encode("utf-8", "surrogatepass")) > MAX_RPC_PAYLOAD:
+            if len(payload.encode("utf-8", "surrogatepass")) > MAX_REQUEST_BYTES:
                 expected &= {403, 413}
             assert refused.code in expected
             return
@@ -294,11 +302,7 @@ async def test_focus_payloads_get_a_documented_answer(
 
     check()
     # A real item still focuses after all that.
-    answer = handle_focus(
-        userdata,
-        rtc.RpcInvocationData("r", "zoe", json.dumps({"item": insight_id}), 5.0, FOCUS_METHOD),
-    )
-    assert json.loads(answer)["ok"] is True
+    assert json.loads(focus(json.dumps({"item": insight_id})))["ok"] is True
 
 
 # --- tool arguments -----------------------------------------------------------------------

@@ -13,7 +13,7 @@ from livekit import rtc
 from coach.runtime import Runtime
 from coach.state import design
 from coach.state.zones import Action, Zone
-from coach.surfaces.room import FOCUS_METHOD, MAX_RPC_PAYLOAD, handle_focus
+from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.userdata import UserData
 
 OWNER = "zoe"
@@ -51,8 +51,9 @@ async def board(runtime: Runtime) -> Board:
     return Board(userdata, sink, data["insights"][0]["id"])
 
 
-def focus(userdata: UserData, payload: str, caller: str = OWNER) -> str:
-    return handle_focus(userdata, rtc.RpcInvocationData("r", caller, payload, 5.0, FOCUS_METHOD))
+async def focus(userdata: UserData, payload: str, caller: str = OWNER) -> str:
+    call = rtc.RpcInvocationData("r", caller, payload, 5.0, "coach.focus")
+    return await invoke("coach.focus", userdata, call)
 
 
 def nested(depth: int) -> str:
@@ -67,11 +68,11 @@ def nested(depth: int) -> str:
 async def test_a_payload_nested_too_deep_is_400_and_changes_nothing(
     runtime: Runtime, payload: str
 ) -> None:
-    assert len(payload.encode()) <= MAX_RPC_PAYLOAD
+    assert len(payload.encode()) <= MAX_REQUEST_BYTES
     b = await board(runtime)
     before = b.snapshot()
     with pytest.raises(rtc.RpcError) as refused:
-        focus(b.userdata, payload)
+        await focus(b.userdata, payload)
     assert refused.value.code == 400
     assert b.snapshot() == before
 
@@ -81,11 +82,11 @@ async def test_a_payload_nested_too_deep_is_400_and_changes_nothing(
 )
 async def test_the_size_limit_counts_utf8_bytes_not_characters(runtime: Runtime, item: str) -> None:
     payload = json.dumps({"item": item}, ensure_ascii=False)
-    assert len(payload) <= MAX_RPC_PAYLOAD < len(payload.encode())
+    assert len(payload) <= MAX_REQUEST_BYTES < len(payload.encode())
     b = await board(runtime)
     before = b.snapshot()
     with pytest.raises(rtc.RpcError) as refused:
-        focus(b.userdata, payload)
+        await focus(b.userdata, payload)
     assert refused.value.code == 413
     assert b.snapshot() == before
 
@@ -93,24 +94,27 @@ async def test_the_size_limit_counts_utf8_bytes_not_characters(runtime: Runtime,
 async def test_a_payload_of_exactly_the_limit_in_bytes_is_read(runtime: Runtime) -> None:
     head = '{"item": "'
     tail = '"}'
-    fill = MAX_RPC_PAYLOAD - len(head) - len(tail) - 2
+    fill = MAX_REQUEST_BYTES - len(head) - len(tail) - 2
     payload = head + "é" + "x" * fill + tail  # "é" is two bytes: 4096 bytes in all
-    assert len(payload.encode()) == MAX_RPC_PAYLOAD
+    assert len(payload.encode()) == MAX_REQUEST_BYTES
     b = await board(runtime)
     with pytest.raises(rtc.RpcError) as refused:
-        focus(b.userdata, payload)
+        await focus(b.userdata, payload)
     assert refused.value.code == 404  # read and looked up, not refused for its size
 
 
-@pytest.mark.parametrize("escaped", ["\\ud800", "x\\udcff", "\\u0000"])
-async def test_an_item_that_is_not_utf8_is_404_with_a_message_the_room_can_send(
-    runtime: Runtime, escaped: str
+@pytest.mark.parametrize(
+    ("escaped", "code"), [("\\ud800", 400), ("x\\udcff", 400), ("\\u0000", 404)]
+)
+async def test_an_item_that_is_not_utf8_is_refused_with_a_message_the_room_can_send(
+    runtime: Runtime, escaped: str, code: int
 ) -> None:
+    # A lone surrogate is no string to the request type (400); a NUL is text, but no id.
     b = await board(runtime)
     before = b.snapshot()
     with pytest.raises(rtc.RpcError) as refused:
-        focus(b.userdata, '{"item": "' + escaped + '"}')
-    assert refused.value.code == 404
+        await focus(b.userdata, '{"item": "' + escaped + '"}')
+    assert refused.value.code == code
     refused.value.message.encode("utf-8")  # the error goes back over the wire
     assert "\x00" not in refused.value.message
     assert b.snapshot() == before
@@ -118,7 +122,7 @@ async def test_an_item_that_is_not_utf8_is_404_with_a_message_the_room_can_send(
 
 async def test_focus_still_works_and_is_stored(runtime: Runtime) -> None:
     b = await board(runtime)
-    answer = json.loads(focus(b.userdata, json.dumps({"item": b.insight_id})))
+    answer = json.loads(await focus(b.userdata, json.dumps({"item": b.insight_id})))
     assert answer == {"ok": True, "step": 2}
     assert b.userdata.state.view["focus"] == {"kind": "insight", "id": b.insight_id}
     await asyncio.wait_for(runtime.recorder.flush(), 5)

@@ -9,7 +9,8 @@ from livekit import rtc
 
 from coach.runtime import Runtime
 from coach.state.board import BriefRenderer, RenderInput
-from coach.surfaces.room import FOCUS_METHOD, RoomStateSink, handle_focus
+from coach.surfaces.room import RoomStateSink
+from coach.surfaces.rpc import invoke
 from coach.userdata import UserData
 from tests.fakes import ScriptedLLM, ToolCall, call, calls, say
 
@@ -136,9 +137,9 @@ async def test_renderer_runs_once_per_turn_that_changed_data(runtime: Runtime) -
 
     idea_id = session.userdata.state.data["ideas"][0]["id"]
     invocation = rtc.RpcInvocationData(
-        "r1", "zoe", json.dumps({"item": idea_id}), 5.0, FOCUS_METHOD
+        "r1", "zoe", json.dumps({"item": idea_id}), 5.0, "coach.focus"
     )
-    answer = json.loads(handle_focus(session.userdata, invocation))
+    answer = json.loads(await invoke("coach.focus", session.userdata, invocation))
     assert answer["ok"] is True
     assert session.userdata.state.view["focus"] == {"kind": "idea", "id": idea_id}
     assert len(renderer.inputs) == runs_after_setup + 1  # a user action never renders
@@ -166,8 +167,10 @@ async def test_focus_rpc_rejects_bad_calls_and_changes_nothing(
     session, _, sink, _ = await strategist_session(runtime)
     before = (dict(session.userdata.state.view), session.userdata.state.step, len(sink.messages))
     with pytest.raises(rtc.RpcError) as err:
-        handle_focus(
-            session.userdata, rtc.RpcInvocationData("r", caller, payload, 5.0, FOCUS_METHOD)
+        await invoke(
+            "coach.focus",
+            session.userdata,
+            rtc.RpcInvocationData("r", caller, payload, 5.0, "coach.focus"),
         )
     assert err.value.code == code
     assert (session.userdata.state.view, session.userdata.state.step, len(sink.messages)) == before

@@ -52,24 +52,39 @@ def conversation_select(
     *,
     phase_id: str | None = None,
     after_id: int | None = None,
+    before_id: int | None = None,
+    from_end: bool = False,
     limit: int | None = None,
 ) -> AnySelect:
-    """Messages in time order (ties by insertion), optionally of one phase, optionally
-    the page after message ``after_id``."""
+    """Messages in time order (ties by insertion), optionally of one phase: the page after
+    message ``after_id``, or — with ``before_id`` or ``from_end`` — the page that ends just
+    before message ``before_id`` (or at the newest), which comes back newest first."""
     stmt = select(*_COLUMNS, _C.created_at).where(_C.session_id == session_id)
     if phase_id is not None:
         stmt = stmt.where(_C.phase_id == phase_id)
     if after_id is not None:
-        after = (
-            select(_C.created_at)
-            .where(_C.session_id == session_id, _C.id == after_id)
-            .scalar_subquery()
-        )
+        after = _time_of(session_id, after_id)
         stmt = stmt.where(
             or_(_C.created_at > after, and_(_C.created_at == after, _C.id > after_id))
         )
-    stmt = stmt.order_by(_C.created_at, _C.id)
+    if before_id is not None:
+        before = _time_of(session_id, before_id)
+        stmt = stmt.where(
+            or_(_C.created_at < before, and_(_C.created_at == before, _C.id < before_id))
+        )
+    if before_id is not None or from_end:
+        stmt = stmt.order_by(_C.created_at.desc(), _C.id.desc())
+    else:
+        stmt = stmt.order_by(_C.created_at, _C.id)
     return stmt.limit(limit) if limit is not None else stmt
+
+
+def _time_of(session_id: str, message_id: int) -> Any:
+    return (
+        select(_C.created_at)
+        .where(_C.session_id == session_id, _C.id == message_id)
+        .scalar_subquery()
+    )
 
 
 _WINDOW: Final = (

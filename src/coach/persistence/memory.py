@@ -21,12 +21,14 @@ from .schema import AgentStep, SessionConversation
 from .sql import AGENT_STEPS, SESSIONS, AnyRow
 
 __all__ = [
+    "StepLinks",
     "decode_or_empty",
     "encode_rows",
     "insert_steps",
     "message_text",
     "read_steps",
     "fetch_steps",
+    "step_links",
     "step_window",
     "stored_count",
 ]
@@ -187,3 +189,42 @@ def decode_or_empty(
             extra={"session_id": session_id},
         )
         return []
+
+
+_LINKS: Final = (
+    select(AgentStep.seq, SessionConversation.id, SessionConversation.phase_id)
+    .join(SessionConversation, SessionConversation.id == AgentStep.message_id)
+    .where(
+        AgentStep.session_id == bindparam("b_id"),
+        AgentStep.seq >= bindparam("b_first"),
+        AgentStep.seq < bindparam("b_end"),
+    )
+    .order_by(AgentStep.seq)
+)
+_LINK_BEFORE: Final = (
+    select(SessionConversation.phase_id)
+    .join(AgentStep, SessionConversation.id == AgentStep.message_id)
+    .where(AgentStep.session_id == bindparam("b_id"), AgentStep.seq < bindparam("b_first"))
+    .order_by(AgentStep.seq.desc())
+    .limit(1)
+)
+
+
+StepLinks = tuple[list[int | None], list[str | None]]
+"""Per step of a window: the id of the conversation message it carries, and its phase."""
+
+
+def step_links(conn: Connection, session_id: str, first: int, end: int) -> StepLinks:
+    """For steps ``first .. end - 1``: the message each message step carries, and the
+    phase of every step — its message's, or (a tool call, an output, a handoff) that of
+    the nearest message step before it."""
+    params = {"b_id": session_id, "b_first": first, "b_end": end}
+    linked = {row.seq: (row.id, row.phase_id) for row in conn.execute(_LINKS, params)}
+    phase = conn.execute(_LINK_BEFORE, params).scalar() if first not in linked else None
+    messages: list[int | None] = []
+    phases: list[str | None] = []
+    for seq in range(first, end):
+        message_id, phase = linked.get(seq, (None, phase))
+        messages.append(message_id)
+        phases.append(phase)
+    return messages, phases

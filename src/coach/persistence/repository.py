@@ -35,6 +35,7 @@ from ..store import (
     SavePhaseOutput,
     SessionRecord,
     StateRecord,
+    StepPage,
     UpdateSession,
     UserRecord,
     WriteOp,
@@ -45,7 +46,7 @@ from .batch import Applied, Plan
 from .codec import StepCodec
 from .conversation import conversation_select
 from .engine import DEFAULT_TIMEOUT, Database, create_engine
-from .memory import decode_or_empty, read_steps, stored_count
+from .memory import StepLinks, decode_or_empty, fetch_steps, read_steps, step_links, stored_count
 from .migrate import require_current, upgrade
 from .phases import outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
@@ -326,11 +327,24 @@ class Repository:
         *,
         phase_id: str | None = None,
         after_id: int | None = None,
+        before_id: int | None = None,
+        from_end: bool = False,
         limit: int | None = None,
     ) -> list[MessageRecord]:
-        """The conversation in order, optionally of one phase, a page at a time."""
-        stmt = conversation_select(session_id, phase_id=phase_id, after_id=after_id, limit=limit)
-        return [MessageRecord(*row) for row in await self._rows(stmt, "get_session_conversation")]
+        """The conversation in order, optionally of one phase, a page at a time (forward
+        after ``after_id``, or backward before ``before_id`` / from the end)."""
+        stmt = conversation_select(
+            session_id,
+            phase_id=phase_id,
+            after_id=after_id,
+            before_id=before_id,
+            from_end=from_end,
+            limit=limit,
+        )
+        rows = await self._rows(stmt, "get_session_conversation")
+        if before_id is not None or from_end:
+            rows.reverse()
+        return [MessageRecord(*row) for row in rows]
 
     # -- agent memory steps -------------------------------------------------------------
 
@@ -377,6 +391,25 @@ class Repository:
             "load_agent_state",
         )
         return await self._decode(session_id, rows, first, end)
+
+    async def get_step_page(
+        self, session_id: str, *, before: int | None = None, limit: int
+    ) -> StepPage:
+        """The ``limit`` newest memory steps before position ``before`` (or overall), with
+        the message and phase each belongs to, in one read transaction."""
+
+        def unit(conn: Connection) -> tuple[int, int, list[Any], StepLinks]:
+            count = stored_count(conn, session_id) or 0
+            end = count if before is None else min(max(before, 0), count)
+            first = max(0, end - max(limit, 0))
+            rows = fetch_steps(conn, session_id, first, end)
+            return first, end, rows, step_links(conn, session_id, first, end)
+
+        first, end, rows, (message_ids, phase_ids) = await self._read(unit, "get_step_page")
+        steps = await self._decode(session_id, rows, first, end)
+        if not steps:
+            return StepPage(first, [], [], [])
+        return StepPage(first, steps, message_ids, phase_ids)
 
     # -- zoned state ----------------------------------------------------------------------
 

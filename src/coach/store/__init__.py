@@ -21,6 +21,7 @@ from .records import (
     ResumeResult,
     SessionRecord,
     StateRecord,
+    StepPage,
     UserRecord,
 )
 from .text import MAX_IDENTITY, check_identity, clean_text, is_clean
@@ -38,6 +39,7 @@ __all__ = [
     "SavePhaseOutput",
     "SessionRecord",
     "StateRecord",
+    "StepPage",
     "Store",
     "UpdateSession",
     "UserRecord",

@@ -22,6 +22,7 @@ from .records import (
     ResumeResult,
     SessionRecord,
     StateRecord,
+    StepPage,
     UserRecord,
 )
 
@@ -135,10 +136,21 @@ class Store(Protocol):
         *,
         phase_id: str | None = None,
         after_id: int | None = None,
+        before_id: int | None = None,
+        from_end: bool = False,
         limit: int | None = None,
     ) -> list[MessageRecord]:
         """The conversation in time order (ties by insertion), optionally of one phase;
-        ``limit`` messages at most, starting after message ``after_id`` (a page)."""
+        ``limit`` messages at most: from the start, after message ``after_id``, or — with
+        ``before_id`` or ``from_end`` — the ``limit`` newest before message ``before_id``
+        (or overall). Always oldest first."""
+        ...
+
+    async def get_step_page(
+        self, session_id: str, *, before: int | None = None, limit: int
+    ) -> StepPage:
+        """The ``limit`` newest memory steps before position ``before`` (or overall), with
+        the message and phase each belongs to (see :class:`StepPage`)."""
         ...
 
     # --- memory steps --------------------------------------------------------------------

@@ -16,6 +16,7 @@ __all__ = [
     "ResumeResult",
     "SessionRecord",
     "StateRecord",
+    "StepPage",
     "UserRecord",
 ]
 
@@ -74,6 +75,19 @@ class MessageRecord:
     content: str
     interrupted: bool
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StepPage:
+    """Memory steps ``first .. first + len(steps) - 1`` of a session, in order, with what
+    each belongs to: the conversation message a message step carries (``None`` for tool
+    calls, outputs and handoffs) and the phase (a message's, or that of the message
+    before). ``steps`` is empty when the window cannot be loaded (corrupt, cut)."""
+
+    first: int
+    steps: list[object]
+    message_ids: list[int | None]
+    phase_ids: list[str | None]
 
 
 @dataclass(frozen=True, slots=True)

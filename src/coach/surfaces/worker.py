@@ -9,7 +9,6 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
-from livekit import rtc
 from livekit.agents import (
     AgentServer,
     AgentSession,
@@ -24,7 +23,8 @@ from ..models import build_llm, build_stt, build_tts, load_vad
 from ..runtime import Runtime
 from ..settings import load_settings
 from ..store import check_identity
-from .room import FOCUS_METHOD, RoomStateSink, handle_focus
+from .room import RoomStateSink
+from .rpc import register_all
 
 logger = logging.getLogger("coach.worker")
 
@@ -137,8 +137,4 @@ async def entrypoint(ctx: JobContext) -> None:
         else await runtime.room_agent(userdata, ctx.room.name)
     )
     await session.start(agent=agent, room=ctx.room)
-
-    async def on_focus(data: rtc.RpcInvocationData) -> str:
-        return handle_focus(userdata, data)
-
-    ctx.room.local_participant.register_rpc_method(FOCUS_METHOD, on_focus)
+    register_all(ctx.room.local_participant, userdata, session)

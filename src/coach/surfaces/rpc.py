@@ -1,0 +1,603 @@
+"""The room's API for frontends: typed, owner-only RPC methods on the agent participant.
+
+Every method is one entry of :data:`METHODS`, with a pydantic model for its request and
+one for its response; the TypeScript types frontends use are generated from the same
+models (:func:`json_schema`, ``web/src/rpc.ts``). A call goes through :func:`invoke`:
+
+1. only the session's owner — the participant whose identity the job serves — is
+   answered (403 otherwise);
+2. the payload is at most :data:`MAX_REQUEST_BYTES` bytes of UTF-8 (413) and must
+   validate against the request model (400);
+3. a session id that is unknown, malformed or another user's gets the same 404;
+4. the answer fits LiveKit's payload limit: pages end early and long texts are cut,
+   which the response says (``before`` cursors, ``truncated`` fields).
+
+Errors are ``rtc.RpcError`` with the codes of :data:`ERRORS`; never a stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal, TypeVar
+
+from livekit import rtc
+from livekit.agents import AgentSession, llm
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..agents.restore import resumed_agent
+from ..errors import (
+    InvalidWrite,
+    ResumeError,
+    SessionNotFound,
+    StaleWrite,
+    StorageError,
+)
+from ..live_state import action_id
+from ..state.design import DesignError
+from ..state.view import focus
+from ..state.zones import Action, Zone
+from ..store import MessageRecord, SessionRecord, clean_text
+from ..userdata import UserData
+
+logger = logging.getLogger("coach.rpc")
+
+MAX_REQUEST_BYTES: Final = 4_096
+"""Bytes (UTF-8) a request payload may have; a larger one is refused with 413."""
+MAX_RESPONSE_BYTES: Final = 15_000
+"""Bytes an answer may have (LiveKit refuses RPC payloads over 15 KiB)."""
+
+ERRORS: Final = {
+    400: "the payload is not JSON or does not match the method's request type",
+    403: "the caller is not the session's owner (the participant this agent serves)",
+    404: "no such session of this user (unknown, malformed, foreign ids alike), or no such item",
+    409: "the request conflicts with the session's state (e.g. resuming a completed session)",
+    413: f"the payload is larger than {MAX_REQUEST_BYTES} bytes",
+    503: "the database is unavailable; try again",
+}
+"""The error codes every method may answer with, and what each means."""
+
+NOT_FOUND: Final = "No such session."
+_SESSION_ID: Final = re.compile(r"[0-9a-f]{32}")
+
+
+# --- the contract: request and response models ------------------------------------------
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+SessionId = Field(min_length=1, max_length=64, description="A session id (32 hex digits).")
+
+
+class ListSessionsRequest(_Request):
+    """``coach.list_sessions``: the caller's sessions, newest first."""
+
+    limit: int = Field(default=20, ge=1, le=100, description="Sessions at most.")
+
+
+class SessionSummary(_Response):
+    """One of the caller's sessions."""
+
+    id: str
+    challenge: str | None
+    status: Literal["in_progress", "completed", "failed"]
+    created_at: datetime
+    updated_at: datetime
+    phases_done: int
+    phases_total: int
+    current_agent: str | None
+    current_phase_id: str | None
+
+
+class ListSessionsResponse(_Response):
+    sessions: list[SessionSummary]
+    more: bool = Field(description="True when older sessions did not fit (raise no limit).")
+
+
+class GetPhaseOutputsRequest(_Request):
+    """``coach.get_phase_outputs``: a session's phases, in order."""
+
+    session_id: str = SessionId
+    include_prompts: bool = Field(
+        default=False, description="Add each phase's system prompt and user input."
+    )
+
+
+class PhaseOutputView(_Response):
+    phase_id: str
+    phase_name: str
+    status: Literal["pending", "running", "completed", "failed"]
+    output: str | None
+    error: str | None
+    system_prompt: str | None = Field(description="Only with include_prompts.")
+    user_input: str | None = Field(description="Only with include_prompts.")
+    created_at: datetime
+    updated_at: datetime
+    truncated: list[str] = Field(
+        default_factory=list, description="Fields cut to fit the answer (`sessions show`)."
+    )
+
+
+class GetPhaseOutputsResponse(_Response):
+    session_id: str
+    phases: list[PhaseOutputView]
+
+
+class GetSessionConversationRequest(_Request):
+    """``coach.get_session_conversation``: a page of the conversation, oldest first,
+    ending just before ``before`` (the newest page without it)."""
+
+    session_id: str = SessionId
+    phase_id: str | None = Field(default=None, max_length=64, description="One phase only.")
+    include_steps: bool = Field(
+        default=False, description="Interleave tool calls, tool outputs and handoffs."
+    )
+    limit: int = Field(default=50, ge=1, le=200, description="Entries at most.")
+    before: int | None = Field(
+        default=None, ge=0, description="The `before` of the previous answer (older page)."
+    )
+
+
+class ConversationEntry(_Response):
+    """A message, or (with include_steps) a step between messages."""
+
+    kind: Literal["message", "tool_call", "tool_output", "handoff"]
+    role: Literal["user", "assistant", "system"] | None = None
+    text: str | None = Field(
+        default=None, description="A message's text, a call's JSON arguments, an output."
+    )
+    tool: str | None = Field(default=None, description="The tool of a call or an output.")
+    is_error: bool | None = Field(default=None, description="A tool output that failed.")
+    from_agent: str | None = None
+    to_agent: str | None = None
+    interrupted: bool = False
+    phase_id: str | None = None
+    message_id: int | None = None
+    step: int | None = Field(default=None, description="Memory position (include_steps).")
+    created_at: datetime | None = Field(default=None, description="Messages only.")
+    truncated: bool = Field(default=False, description="The text was cut to fit the answer.")
+
+
+class GetSessionConversationResponse(_Response):
+    session_id: str
+    entries: list[ConversationEntry]
+    before: int | None = Field(description="Pass as `before` for the older page; null: no more.")
+
+
+class ResumeSessionRequest(_Request):
+    """``coach.resume_session``: continue a session in this conversation."""
+
+    session_id: str = SessionId
+
+
+class ResumeSessionResponse(_Response):
+    session_id: str
+    agent: Literal["coach", "strategist", "evaluator"]
+    next_phase_id: str
+    challenge: str | None
+
+
+class FocusRequest(_Request):
+    """``coach.focus``: show one insight or idea (a view change only)."""
+
+    item: str = Field(min_length=1, description="An insight or idea id from the board.")
+
+
+class FocusResponse(_Response):
+    ok: Literal[True] = True
+    step: int | None = Field(description="The state step of the view change.")
+
+
+# --- the registry ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler works with: the job's conversation and the caller."""
+
+    userdata: UserData
+    session: AgentSession[UserData] | None
+    caller: str
+
+
+Req = TypeVar("Req", bound=BaseModel)
+Resp = TypeVar("Resp", bound=BaseModel)
+Handler = Callable[[Call, Any], Awaitable[BaseModel]]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One RPC method: its name, request and response models, and handler."""
+
+    name: str
+    request: type[BaseModel]
+    response: type[BaseModel]
+    handler: Handler
+
+
+METHODS: dict[str, Method] = {}
+"""Every RPC method of the agent participant, by name."""
+
+
+def method(
+    name: str, request: type[Req], response: type[Resp]
+) -> Callable[[Callable[[Call, Req], Awaitable[Resp]]], Callable[[Call, Req], Awaitable[Resp]]]:
+    """Register the decorated handler as the method ``name``."""
+
+    def register(
+        handler: Callable[[Call, Req], Awaitable[Resp]],
+    ) -> Callable[[Call, Req], Awaitable[Resp]]:
+        METHODS[name] = Method(name, request, response, handler)
+        return handler
+
+    return register
+
+
+def register_all(
+    participant: rtc.LocalParticipant, userdata: UserData, session: AgentSession[UserData]
+) -> None:
+    """Register every method of :data:`METHODS` on the agent participant."""
+    for name in METHODS:
+
+        async def answer(data: rtc.RpcInvocationData, name: str = name) -> str:
+            return await invoke(name, userdata, data, session=session)
+
+        participant.register_rpc_method(name, answer)
+
+
+async def invoke(
+    name: str,
+    userdata: UserData,
+    data: rtc.RpcInvocationData,
+    *,
+    session: AgentSession[UserData] | None = None,
+) -> str:
+    """Answer one call of method ``name``: checks, the handler, errors as ``RpcError``."""
+    entry = METHODS[name]
+    if userdata.identity is None or data.caller_identity != userdata.identity:
+        raise rtc.RpcError(403, "Only the session's owner can do this.")
+    if len(data.payload.encode("utf-8", "surrogatepass")) > MAX_REQUEST_BYTES:
+        raise rtc.RpcError(413, f"Payload too large (more than {MAX_REQUEST_BYTES} bytes).")
+    request = _parse(entry.request, data.payload)
+    call = Call(userdata, session, data.caller_identity)
+    try:
+        response = await entry.handler(call, request)
+    except rtc.RpcError:
+        raise
+    except SessionNotFound:
+        raise rtc.RpcError(404, NOT_FOUND) from None
+    except (ResumeError, StaleWrite) as exc:
+        raise rtc.RpcError(409, clean_text(str(exc))) from None
+    except StorageError:
+        raise rtc.RpcError(503, "The database is unavailable; try again.") from None
+    except Exception:
+        logger.exception("RPC %s failed", name)
+        raise rtc.RpcError(500, "Internal error.") from None
+    return response.model_dump_json()
+
+
+def _parse(model: type[Req], payload: str) -> Req:
+    try:
+        document = json.loads(payload or "{}")
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
+        raise rtc.RpcError(400, "Bad request: the payload is not JSON.") from None
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise rtc.RpcError(400, f"Bad request: {where}: {first['msg']}.") from None
+
+
+def json_schema() -> dict[str, Any]:
+    """One JSON Schema for every method's request and response (what ``web/src/rpc.ts``
+    is generated from): ``CoachRpc`` maps each method name to its two types."""
+    models = sorted(
+        {m for entry in METHODS.values() for m in (entry.request, entry.response)},
+        key=lambda m: m.__name__,
+    )
+    defs: dict[str, Any] = {}
+    for model in models:
+        schema = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[model.__name__] = schema
+    methods = {
+        name: {
+            "type": "object",
+            "properties": {
+                "request": {"$ref": f"#/$defs/{entry.request.__name__}"},
+                "response": {"$ref": f"#/$defs/{entry.response.__name__}"},
+            },
+            "required": ["request", "response"],
+            "additionalProperties": False,
+        }
+        for name, entry in sorted(METHODS.items())
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "CoachRpc",
+        "description": "The RPC methods of the coach agent participant (generated).",
+        "type": "object",
+        "properties": methods,
+        "required": sorted(methods),
+        "additionalProperties": False,
+        "$defs": defs,
+    }
+
+
+# --- the methods ----------------------------------------------------------------------
+
+
+async def _user_id(call: Call) -> str:
+    """The caller's user id (``SessionNotFound`` for a caller without one yet)."""
+    userdata = call.userdata
+    if userdata.user_id is not None:
+        return userdata.user_id
+    user = await userdata.store.find_user(call.caller)
+    if user is None:
+        raise SessionNotFound("-")
+    return user.id
+
+
+async def _owned(call: Call, session_id: str) -> SessionRecord:
+    """The caller's session ``session_id``; unknown, malformed and foreign ids alike are
+    ``SessionNotFound``."""
+    user_id = await _user_id(call)
+    if not _SESSION_ID.fullmatch(session_id):
+        raise SessionNotFound(session_id)
+    found = await call.userdata.store.get_session(session_id)
+    if found is None or found.user_id != user_id:
+        raise SessionNotFound(session_id)
+    return found
+
+
+@method("coach.list_sessions", ListSessionsRequest, ListSessionsResponse)
+async def list_sessions(call: Call, request: ListSessionsRequest) -> ListSessionsResponse:
+    try:
+        user_id = await _user_id(call)
+    except SessionNotFound:
+        return ListSessionsResponse(sessions=[], more=False)
+    found = await call.userdata.store.get_user_sessions(user_id)
+    total = len(call.userdata.prompts.manifest.ids)
+    summaries = [
+        SessionSummary(
+            id=s.id,
+            challenge=s.design_challenge,
+            status=s.status,
+            created_at=s.created_at,
+            updated_at=s.updated_at,
+            phases_done=s.completed_phases,
+            phases_total=total,
+            current_agent=s.current_agent,
+            current_phase_id=s.current_phase_id,
+        )
+        for s in found[: request.limit]
+    ]
+    more = len(found) > len(summaries)
+    while len(summaries) > 1 and _size(ListSessionsResponse(sessions=summaries, more=True)) > (
+        MAX_RESPONSE_BYTES
+    ):
+        summaries.pop()
+        more = True
+    return ListSessionsResponse(sessions=summaries, more=more)
+
+
+@method("coach.get_phase_outputs", GetPhaseOutputsRequest, GetPhaseOutputsResponse)
+async def get_phase_outputs(call: Call, request: GetPhaseOutputsRequest) -> GetPhaseOutputsResponse:
+    await _owned(call, request.session_id)
+    outputs = await call.userdata.store.get_phase_outputs(
+        request.session_id, include_prompts=request.include_prompts
+    )
+    phases = [
+        PhaseOutputView(
+            phase_id=o.phase_id,
+            phase_name=o.phase_name,
+            status=o.status,
+            output=o.output,
+            error=o.error,
+            system_prompt=o.system_prompt,
+            user_input=o.user_input,
+            created_at=o.created_at,
+            updated_at=o.updated_at,
+        )
+        for o in outputs
+    ]
+    answer = GetPhaseOutputsResponse(session_id=request.session_id, phases=phases)
+    while _size(answer) > MAX_RESPONSE_BYTES:
+        answer = answer.model_copy(update={"phases": _cut_longest(answer.phases)})
+    return answer
+
+
+_CUTTABLE: Final = ("system_prompt", "user_input", "output", "error")
+
+
+def _cut_longest(phases: list[PhaseOutputView]) -> list[PhaseOutputView]:
+    """Halve the longest text of all phases, naming the field as truncated."""
+    index, field = max(
+        ((i, f) for i, p in enumerate(phases) for f in _CUTTABLE if getattr(p, f)),
+        key=lambda at: len(getattr(phases[at[0]], at[1])),
+    )
+    phase = phases[index]
+    text: str = getattr(phase, field)
+    truncated = phase.truncated if field in phase.truncated else [*phase.truncated, field]
+    cut = phase.model_copy(update={field: text[: len(text) // 2], "truncated": truncated})
+    return [*phases[:index], cut, *phases[index + 1 :]]
+
+
+@method(
+    "coach.get_session_conversation", GetSessionConversationRequest, GetSessionConversationResponse
+)
+async def get_session_conversation(
+    call: Call, request: GetSessionConversationRequest
+) -> GetSessionConversationResponse:
+    await _owned(call, request.session_id)
+    if request.include_steps:
+        entries, before = await _step_entries(call, request)
+    else:
+        entries, before = await _message_entries(call, request)
+    while len(entries) > 1 and _size(_page(request, entries, before)) > MAX_RESPONSE_BYTES:
+        entries.pop(0)  # the oldest goes to the next (older) page, which ends before:
+        before = entries[0].step if request.include_steps else entries[0].message_id
+    if entries and _size(_page(request, entries, before)) > MAX_RESPONSE_BYTES:
+        (only,) = entries
+        budget = MAX_RESPONSE_BYTES - _size(_page(request, [], before)) - 1_000
+        text = (only.text or "").encode("utf-8")[:budget].decode("utf-8", "ignore")
+        entries = [only.model_copy(update={"text": text, "truncated": True})]
+    return _page(request, entries, before)
+
+
+def _page(
+    request: GetSessionConversationRequest, entries: list[ConversationEntry], before: int | None
+) -> GetSessionConversationResponse:
+    return GetSessionConversationResponse(
+        session_id=request.session_id, entries=entries, before=before
+    )
+
+
+async def _message_entries(
+    call: Call, request: GetSessionConversationRequest
+) -> tuple[list[ConversationEntry], int | None]:
+    page = await call.userdata.store.get_session_conversation(
+        request.session_id,
+        phase_id=request.phase_id,
+        before_id=request.before,
+        from_end=True,
+        limit=request.limit + 1,  # one more: is there an older page?
+    )
+    older = len(page) > request.limit
+    page = page[1:] if older else page
+    entries = [_message_entry(m) for m in page]
+    return entries, (page[0].id if older and page else None)
+
+
+def _message_entry(message: MessageRecord) -> ConversationEntry:
+    return ConversationEntry(
+        kind="message",
+        role=message.role,
+        text=message.content,
+        interrupted=message.interrupted,
+        phase_id=message.phase_id,
+        message_id=message.id,
+        created_at=message.created_at,
+    )
+
+
+async def _step_entries(
+    call: Call, request: GetSessionConversationRequest
+) -> tuple[list[ConversationEntry], int | None]:
+    page = await call.userdata.store.get_step_page(
+        request.session_id, before=request.before, limit=request.limit
+    )
+    entries = []
+    for offset, step in enumerate(page.steps):
+        phase = page.phase_ids[offset]
+        if request.phase_id is not None and phase != request.phase_id:
+            continue
+        entry = _step_entry(step)
+        if entry is not None:
+            update = {"step": page.first + offset, "phase_id": phase}
+            update["message_id"] = page.message_ids[offset]
+            entries.append(entry.model_copy(update=update))
+    return entries, (page.first if page.first > 0 and page.steps else None)
+
+
+def _step_entry(step: object) -> ConversationEntry | None:
+    """One memory step as an entry (``None`` for steps a reader never sees)."""
+    if isinstance(step, llm.ChatMessage):
+        if step.role not in ("user", "assistant"):
+            return None  # system and developer prompts are in the phase outputs
+        return ConversationEntry(
+            kind="message",
+            role=step.role,
+            text=step.text_content or "",
+            interrupted=step.interrupted,
+        )
+    if isinstance(step, llm.FunctionCall):
+        return ConversationEntry(kind="tool_call", tool=step.name, text=step.arguments)
+    if isinstance(step, llm.FunctionCallOutput):
+        return ConversationEntry(
+            kind="tool_output", tool=step.name, text=step.output, is_error=step.is_error
+        )
+    if isinstance(step, llm.AgentHandoff) and step.old_agent_id is not None:
+        return ConversationEntry(
+            kind="handoff", from_agent=step.old_agent_id, to_agent=step.new_agent_id
+        )
+    return None
+
+
+@method("coach.resume_session", ResumeSessionRequest, ResumeSessionResponse)
+async def resume_session(call: Call, request: ResumeSessionRequest) -> ResumeSessionResponse:
+    """The tools' select + load in one call: the session is loaded into the live
+    conversation and handed to the agent that continues it, which greets with its recap."""
+    userdata, session = call.userdata, call.session
+    found = await _owned(call, request.session_id)
+    if session is None:
+        raise rtc.RpcError(409, "No live conversation to resume into.")
+    if userdata.session_id == found.id:
+        raise rtc.RpcError(409, "This session is already open.")
+    userdata.user_id = found.user_id
+    try:
+        result = await userdata.load_state(found.id)
+    except TimeoutError:
+        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
+    agent = resumed_agent(userdata, result, current=session.current_agent.chat_ctx)
+    session.update_agent(agent)
+    return ResumeSessionResponse(
+        session_id=found.id,
+        agent=agent.kind,
+        next_phase_id=result.next_phase_id,
+        challenge=result.session.design_challenge,
+    )
+
+
+@method("coach.focus", FocusRequest, FocusResponse)
+async def focus_item(call: Call, request: FocusRequest) -> FocusResponse:
+    """Focus an insight or idea: a view delta only, triggered by the user."""
+    state = call.userdata.state
+    if state.session_id is None:
+        raise rtc.RpcError(409, "No design session is active yet.")
+    item = clean_text(request.item)  # echoed in errors and stored: valid UTF-8 only
+    try:
+        view, change = focus(state.view, state.data, item)
+    except DesignError as exc:
+        raise rtc.RpcError(404, str(exc)) from None
+    except InvalidWrite as exc:
+        raise rtc.RpcError(400, str(exc)) from None
+    delta = state.write(
+        Zone.VIEW,
+        view,
+        change,
+        Action(type="focus", params={"item": item}),
+        trigger="user_action",
+        source="user",
+        actor_id=call.caller,
+        turn_id=action_id(),
+    )
+    return FocusResponse(step=delta.step if delta else None)
+
+
+def _size(model: BaseModel) -> int:
+    return len(model.model_dump_json().encode("utf-8"))
+
+
+__all__ = [
+    "ERRORS",
+    "MAX_REQUEST_BYTES",
+    "MAX_RESPONSE_BYTES",
+    "METHODS",
+    "Call",
+    "Method",
+    "invoke",
+    "json_schema",
+    "register_all",
+]
