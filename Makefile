@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 LINT_PATHS := src tests migrations $(wildcard bench)
 
-.PHONY: run demo test lint format bench clean
+.PHONY: run demo test lint format rpc-types bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "coach needs Python 3.11 or newer")'
@@ -29,9 +29,21 @@ DEMO_DIR ?= .demo
 demo: $(STAMP)
 	$(PY) -m tests.fakes.demo --dir '$(DEMO_DIR)'
 
-## test: the whole test suite (needs PostgreSQL on 127.0.0.1:5432)
-test: $(STAMP)
+# web/'s npm packages (Node.js and npm): the RPC types' generator, for now.
+WEB_STAMP := web/node_modules/.installed-$(shell cksum web/package-lock.json | cut -d' ' -f1)
+
+$(WEB_STAMP): web/package.json web/package-lock.json
+	npm ci --prefix web --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## test: the whole test suite (needs PostgreSQL on 127.0.0.1:5432, and Node.js for web/)
+test: $(STAMP) $(WEB_STAMP)
 	$(PY) -m pytest -q
+
+## rpc-types: regenerate web/src/rpc.ts (and its schema) from the RPC models
+rpc-types: $(STAMP) $(WEB_STAMP)
+	$(PY) -m coach.surfaces.rpc > web/src/rpc.schema.json
+	npm run --prefix web --silent rpc-types
 
 lint: $(STAMP)
 	$(PY) -m ruff check $(LINT_PATHS)
@@ -55,4 +67,4 @@ bench: $(BENCH_STAMP)
 	$(PY) -m bench.core $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) web/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -28,6 +28,7 @@ from typing import Any, Final, Literal, TypeVar
 from livekit import rtc
 from livekit.agents import AgentSession, llm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import JsonSchemaMode
 
 from ..agents.restore import resumed_agent
 from ..errors import (
@@ -73,7 +74,8 @@ class _Request(BaseModel):
 
 
 class _Response(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Every field is always sent: the schema (and TypeScript) says so, defaults included.
+    model_config = ConfigDict(frozen=True, json_schema_serialization_defaults_required=True)
 
 
 SessionId = Field(min_length=1, max_length=64, description="A session id (32 hex digits).")
@@ -101,7 +103,7 @@ class SessionSummary(_Response):
 
 class ListSessionsResponse(_Response):
     sessions: list[SessionSummary]
-    more: bool = Field(description="True when older sessions did not fit (raise no limit).")
+    more: bool = Field(description="Older sessions were left out (by `limit`, or to fit).")
 
 
 class GetPhaseOutputsRequest(_Request):
@@ -308,9 +310,20 @@ def json_schema() -> dict[str, Any]:
     )
     defs: dict[str, Any] = {}
     for model in models:
-        schema = model.model_json_schema(ref_template="#/$defs/{model}")
+        mode: JsonSchemaMode = "validation" if issubclass(model, _Request) else "serialization"
+        schema = model.model_json_schema(ref_template="#/$defs/{model}", mode=mode)
         defs.update(schema.pop("$defs", {}))
         defs[model.__name__] = schema
+    for schema in defs.values():
+        for field in schema.get("properties", {}).values():
+            _untitled(field)
+    defs["RpcErrorCode"] = {
+        "title": "RpcErrorCode",
+        "description": "The code of an RpcError: "
+        + "; ".join(f"{code} {meaning}" for code, meaning in ERRORS.items())
+        + ".",
+        "enum": sorted(ERRORS),
+    }
     methods = {
         name: {
             "type": "object",
@@ -333,6 +346,16 @@ def json_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "$defs": defs,
     }
+
+
+def _untitled(schema: dict[str, Any]) -> None:
+    """Drop pydantic's per-field titles: TypeScript then inlines each field's type
+    instead of naming an alias after it (``SessionId1``, ``SessionId2``, ...)."""
+    schema.pop("title", None)
+    for part in schema.get("anyOf", []):
+        _untitled(part)
+    if isinstance(schema.get("items"), dict):
+        _untitled(schema["items"])
 
 
 # --- the methods ----------------------------------------------------------------------
@@ -601,3 +624,7 @@ __all__ = [
     "json_schema",
     "register_all",
 ]
+
+
+if __name__ == "__main__":  # `make rpc-types`: the schema web/src/rpc.ts is generated from
+    print(json.dumps(json_schema(), indent=2, ensure_ascii=False))

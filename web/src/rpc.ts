@@ -1,0 +1,249 @@
+/* Generated from src/coach/surfaces/rpc.py by make rpc-types: do not edit. */
+
+/**
+ * The code of an RpcError: 400 the payload is not JSON or does not match the method's request type; 403 the caller is not the session's owner (the participant this agent serves); 404 no such session of this user (unknown, malformed, foreign ids alike), or no such item; 409 the request conflicts with the session's state (e.g. resuming a completed session); 413 the payload is larger than 4096 bytes; 503 the database is unavailable; try again.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "RpcErrorCode".
+ */
+export type RpcErrorCode = 400 | 403 | 404 | 409 | 413 | 503;
+
+/**
+ * The RPC methods of the coach agent participant (generated).
+ */
+export interface CoachRpc {
+  "coach.focus": {
+    request: FocusRequest;
+    response: FocusResponse;
+  };
+  "coach.get_phase_outputs": {
+    request: GetPhaseOutputsRequest;
+    response: GetPhaseOutputsResponse;
+  };
+  "coach.get_session_conversation": {
+    request: GetSessionConversationRequest;
+    response: GetSessionConversationResponse;
+  };
+  "coach.list_sessions": {
+    request: ListSessionsRequest;
+    response: ListSessionsResponse;
+  };
+  "coach.resume_session": {
+    request: ResumeSessionRequest;
+    response: ResumeSessionResponse;
+  };
+}
+/**
+ * ``coach.focus``: show one insight or idea (a view change only).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "FocusRequest".
+ */
+export interface FocusRequest {
+  /**
+   * An insight or idea id from the board.
+   */
+  item: string;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "FocusResponse".
+ */
+export interface FocusResponse {
+  ok: true;
+  /**
+   * The state step of the view change.
+   */
+  step: number | null;
+}
+/**
+ * ``coach.get_phase_outputs``: a session's phases, in order.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetPhaseOutputsRequest".
+ */
+export interface GetPhaseOutputsRequest {
+  /**
+   * A session id (32 hex digits).
+   */
+  session_id: string;
+  /**
+   * Add each phase's system prompt and user input.
+   */
+  include_prompts?: boolean;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetPhaseOutputsResponse".
+ */
+export interface GetPhaseOutputsResponse {
+  session_id: string;
+  phases: PhaseOutputView[];
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "PhaseOutputView".
+ */
+export interface PhaseOutputView {
+  phase_id: string;
+  phase_name: string;
+  status: "pending" | "running" | "completed" | "failed";
+  output: string | null;
+  error: string | null;
+  /**
+   * Only with include_prompts.
+   */
+  system_prompt: string | null;
+  /**
+   * Only with include_prompts.
+   */
+  user_input: string | null;
+  created_at: string;
+  updated_at: string;
+  /**
+   * Fields cut to fit the answer (`sessions show`).
+   */
+  truncated: string[];
+}
+/**
+ * ``coach.get_session_conversation``: a page of the conversation, oldest first,
+ * ending just before ``before`` (the newest page without it).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetSessionConversationRequest".
+ */
+export interface GetSessionConversationRequest {
+  /**
+   * A session id (32 hex digits).
+   */
+  session_id: string;
+  /**
+   * One phase only.
+   */
+  phase_id?: string | null;
+  /**
+   * Interleave tool calls, tool outputs and handoffs.
+   */
+  include_steps?: boolean;
+  /**
+   * Entries at most.
+   */
+  limit?: number;
+  /**
+   * The `before` of the previous answer (older page).
+   */
+  before?: number | null;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetSessionConversationResponse".
+ */
+export interface GetSessionConversationResponse {
+  session_id: string;
+  entries: ConversationEntry[];
+  /**
+   * Pass as `before` for the older page; null: no more.
+   */
+  before: number | null;
+}
+/**
+ * A message, or (with include_steps) a step between messages.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ConversationEntry".
+ */
+export interface ConversationEntry {
+  kind: "message" | "tool_call" | "tool_output" | "handoff";
+  role: ("user" | "assistant" | "system") | null;
+  /**
+   * A message's text, a call's JSON arguments, an output.
+   */
+  text: string | null;
+  /**
+   * The tool of a call or an output.
+   */
+  tool: string | null;
+  /**
+   * A tool output that failed.
+   */
+  is_error: boolean | null;
+  from_agent: string | null;
+  to_agent: string | null;
+  interrupted: boolean;
+  phase_id: string | null;
+  message_id: number | null;
+  /**
+   * Memory position (include_steps).
+   */
+  step: number | null;
+  /**
+   * Messages only.
+   */
+  created_at: string | null;
+  /**
+   * The text was cut to fit the answer.
+   */
+  truncated: boolean;
+}
+/**
+ * ``coach.list_sessions``: the caller's sessions, newest first.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ListSessionsRequest".
+ */
+export interface ListSessionsRequest {
+  /**
+   * Sessions at most.
+   */
+  limit?: number;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ListSessionsResponse".
+ */
+export interface ListSessionsResponse {
+  sessions: SessionSummary[];
+  /**
+   * Older sessions were left out (by `limit`, or to fit).
+   */
+  more: boolean;
+}
+/**
+ * One of the caller's sessions.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "SessionSummary".
+ */
+export interface SessionSummary {
+  id: string;
+  challenge: string | null;
+  status: "in_progress" | "completed" | "failed";
+  created_at: string;
+  updated_at: string;
+  phases_done: number;
+  phases_total: number;
+  current_agent: string | null;
+  current_phase_id: string | null;
+}
+/**
+ * ``coach.resume_session``: continue a session in this conversation.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ResumeSessionRequest".
+ */
+export interface ResumeSessionRequest {
+  /**
+   * A session id (32 hex digits).
+   */
+  session_id: string;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ResumeSessionResponse".
+ */
+export interface ResumeSessionResponse {
+  session_id: string;
+  agent: "coach" | "strategist" | "evaluator";
+  next_phase_id: string;
+  challenge: string | null;
+}
