@@ -421,20 +421,7 @@ async def get_phase_outputs(call: Call, request: GetPhaseOutputsRequest) -> GetP
     outputs = await call.userdata.store.get_phase_outputs(
         request.session_id, include_prompts=request.include_prompts
     )
-    phases = [
-        PhaseOutputView(
-            phase_id=o.phase_id,
-            phase_name=o.phase_name,
-            status=o.status,
-            output=o.output,
-            error=o.error,
-            system_prompt=o.system_prompt,
-            user_input=o.user_input,
-            created_at=o.created_at,
-            updated_at=o.updated_at,
-        )
-        for o in outputs
-    ]
+    phases = [PhaseOutputView.model_validate(o, from_attributes=True) for o in outputs]
     answer = GetPhaseOutputsResponse(session_id=request.session_id, phases=phases)
     while _size(answer) > MAX_RESPONSE_BYTES:
         answer = answer.model_copy(update={"phases": _cut_longest(answer.phases)})
