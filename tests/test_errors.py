@@ -8,6 +8,7 @@ import pytest
 
 from coach import errors
 from coach.errors import (
+    BranchRefused,
     CoachError,
     ConfigError,
     CorruptBlob,
@@ -36,6 +37,7 @@ EXAMPLES: list[CoachError] = [
     SessionCompleted("s1"),
     SessionFailed("s1"),
     NothingToResume("s1"),
+    BranchRefused("s1", "define", "Define is not completed yet, so there is nothing to branch."),
 ]
 
 

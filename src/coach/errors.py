@@ -10,6 +10,7 @@ Every error coach raises on purpose derives from :class:`CoachError`::
     ├── InvalidRole            a conversation message with a role we do not store
     ├── InvalidWrite           a write with bad input (status, zone value, unpicklable step)
     ├── CorruptBlob            a stored memory step failed its signature or allow-list
+    ├── BranchRefused          a session cannot be branched there (message is user-facing)
     └── ResumeError            a session cannot be resumed (message is user-facing)
         ├── SessionNotFound    unknown id, or not this user's (indistinguishable)
         ├── SessionCompleted   the session is already completed
@@ -89,6 +90,20 @@ class InvalidWrite(CoachError, ValueError):
 
 class CorruptBlob(CoachError):
     """Raised when a stored memory step fails its HMAC check, allow-list or unpickling."""
+
+
+class BranchRefused(CoachError):
+    """Raised when a session cannot be branched from a phase: the phase is unknown, not
+    completed, the last one, or has no recorded end. The message is meant for the user.
+    (A session that does not exist or is not the caller's is :class:`SessionNotFound`.)"""
+
+    def __init__(self, session_id: str, phase_id: str, message: str) -> None:
+        self.session_id = session_id
+        self.phase_id = phase_id
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[BranchRefused], tuple[str, str, str]]:
+        return (type(self), (self.session_id, self.phase_id, str(self)))
 
 
 class ResumeError(CoachError):

@@ -1,7 +1,9 @@
-"""Attach recording to one ``AgentSession``: every item, as it happens, into the queue."""
+"""Attach recording to one ``AgentSession``: every item, as it happens, into the queue,
+and where each completed phase ends (its branch point) once its turn is over."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 from collections.abc import Callable
@@ -32,6 +34,8 @@ class SessionRecorder:
         self._held: list[tuple[llm.ChatItem, str | None]] = []
         self._session_id: str | None = None
         self._next_step = 0
+        self._closed: set[str] = set()
+        """Completed phases whose end is recorded (or was, before a resume)."""
 
     def attach(self, session: AgentSession[Any]) -> SessionRecorder:
         """Subscribe to the session's events (handlers only enqueue)."""
@@ -42,6 +46,8 @@ class SessionRecorder:
 
     def _on_item_added(self, event: ConversationItemAddedEvent) -> None:
         item = event.item
+        if isinstance(item, llm.ChatMessage) and item.role == "user":
+            self._close_phases()  # the turn before the user's message is whole
         if isinstance(item, llm.ChatMessage | llm.AgentHandoff):
             self._record([item])
 
@@ -52,7 +58,27 @@ class SessionRecorder:
         self._record(items)
 
     def _on_close(self, _: CloseEvent) -> None:
-        self._sync_session()
+        self._close_phases()
+
+    def _close_phases(self) -> None:
+        """Record where each phase completed since the last turn ends: here, between two
+        turns, so a branch from it never cuts a tool call from its output."""
+        session_id = self._sync_session()
+        if session_id is None:
+            return
+        userdata, state = self._userdata, self._userdata.state
+        for phase_id in userdata.completed_phases:
+            if phase_id in self._closed:
+                continue
+            self._closed.add(phase_id)
+            zones = {"data": state.data, "template": state.template, "view": state.view}
+            userdata.recorder.phase_closed(
+                session_id,
+                phase_id,
+                memory_end=self._next_step,
+                state_end=state.step,
+                zones=copy.deepcopy(zones),
+            )
 
     def _sync_session(self) -> str | None:
         """Follow the userdata's session (created or resumed) and release held items."""
@@ -61,11 +87,9 @@ class SessionRecorder:
             return session_id
         self._session_id = session_id
         resumed = self._userdata.resumed
-        self._next_step = (
-            self._userdata.stored_steps
-            if resumed is not None and resumed.session.id == session_id
-            else 0
-        )
+        is_resumed = resumed is not None and resumed.session.id == session_id
+        self._next_step = self._userdata.stored_steps if is_resumed else 0
+        self._closed = set(self._userdata.completed_phases) if is_resumed else set()
         held, self._held = self._held, []
         for item, phase_id in held:
             self._write(session_id, item, phase_id)

@@ -20,6 +20,7 @@ from ..state.zones import Delta
 from ..store import (
     AddMessage,
     AppendSteps,
+    ClosePhase,
     PhaseOutputRecord,
     SavePhaseOutput,
     StateRecord,
@@ -30,7 +31,7 @@ from ..store import (
 from .codec import StepCodec
 from .conversation import insert_messages, message_row
 from .memory import encode_rows, insert_steps, message_text
-from .phases import check_phase_output, save_phase_outputs
+from .phases import check_close, check_phase_output, close_phases, save_phase_outputs
 from .sessions import apply_session_write, session_values
 from .zones import check_zone_write, write_zones
 
@@ -56,6 +57,7 @@ class Plan:
     phase_outputs: list[tuple[SavePhaseOutput, datetime]] = field(default_factory=list)
     session_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
     zone_writes: dict[str, list[WriteZone]] = field(default_factory=dict)
+    closes: list[ClosePhase] = field(default_factory=list)
     step_rows: list[dict[str, Any]] = field(default_factory=list)
     text_links: list[tuple[int, int]] = field(default_factory=list)
     """(step row, message row) pairs: the step's text is that message's."""
@@ -116,6 +118,8 @@ class Plan:
             self.phase_outputs.append((check_phase_output(op), clock()))
         elif isinstance(op, WriteZone):
             self.zone_writes.setdefault(sid, []).append(check_zone_write(op))
+        elif isinstance(op, ClosePhase):
+            self.closes.append(check_close(op))
         elif isinstance(op, UpdateSession):
             fields = {**self.session_fields.get(sid, {}), **session_values(op.fields)}
             self.session_fields[sid] = fields
@@ -149,6 +153,7 @@ class Plan:
         insert_steps(conn, self.step_rows)
         if self.phase_outputs:
             applied.phase_outputs = save_phase_outputs(conn, self.phase_outputs)
+        close_phases(conn, self.closes)  # after the outputs: a phase completes, then ends
         return applied
 
     @property
@@ -160,4 +165,5 @@ class Plan:
             | {op.session_id for op, _ in self.phase_outputs}
             | self.session_fields.keys()
             | self.zone_writes.keys()
+            | {op.session_id for op in self.closes}
         )

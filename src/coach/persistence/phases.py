@@ -6,14 +6,21 @@ import dataclasses
 from datetime import datetime
 from typing import Final
 
-from sqlalchemy import func, null, select
+from sqlalchemy import bindparam, func, null, select, update
 from sqlalchemy.engine import Connection
 
-from ..store import PhaseOutputRecord, SavePhaseOutput
+from ..errors import InvalidWrite
+from ..store import ClosePhase, PhaseOutputRecord, SavePhaseOutput
 from .schema import PHASE_STATUSES, PhaseOutput, new_id
-from .sql import PHASE_OUTPUTS, AnySelect, check_status, clean_text, fit, upsert
+from .sql import PHASE_OUTPUTS, AnySelect, check_status, clean_text, fit, json_object, upsert
 
-__all__ = ["OUTPUT_COLUMNS", "check_phase_output", "outputs_select", "save_phase_outputs"]
+__all__ = [
+    "OUTPUT_COLUMNS",
+    "check_phase_output",
+    "close_phases",
+    "outputs_select",
+    "save_phase_outputs",
+]
 
 OUTPUT_COLUMNS: Final = (
     PhaseOutput.id,
@@ -73,6 +80,10 @@ def save_phase_outputs(
                 "output": func.coalesce(new.output, old.output),
                 "error": new.error,
                 "updated_at": new.updated_at,
+                # A phase saved again is open again: it ends where it is next closed.
+                "memory_end": null(),
+                "state_end": null(),
+                "state_snapshot": null(),
             },
         ).returning(*(PHASE_OUTPUTS.c[c.key] for c in OUTPUT_COLUMNS))
         records.append(PhaseOutputRecord(*(conn.execute(stmt)).one()))
@@ -90,3 +101,42 @@ def outputs_select(session_id: str, *, include_prompts: bool) -> AnySelect:
         .where(PhaseOutput.session_id == session_id)
         .order_by(PhaseOutput.created_at, PhaseOutput.id)
     )
+
+
+_CLOSE: Final = (
+    update(PHASE_OUTPUTS)
+    .where(
+        PHASE_OUTPUTS.c.session_id == bindparam("b_session"),
+        PHASE_OUTPUTS.c.phase_id == bindparam("b_phase"),
+        PHASE_OUTPUTS.c.status == "completed",
+    )
+    .values(
+        memory_end=bindparam("b_memory"),
+        state_end=bindparam("b_state"),
+        state_snapshot=bindparam("b_zones", type_=PHASE_OUTPUTS.c.state_snapshot.type),
+    )
+)
+
+
+def close_phases(conn: Connection, ops: list[ClosePhase]) -> None:
+    """Record where each completed phase ends (a phase not completed is left alone)."""
+    for op in ops:
+        conn.execute(
+            _CLOSE,
+            {
+                "b_session": op.session_id,
+                "b_phase": op.phase_id,
+                "b_memory": op.memory_end,
+                "b_state": op.state_end,
+                "b_zones": op.zones,
+            },
+        )
+
+
+def check_close(op: ClosePhase) -> ClosePhase:
+    """Refuse positions that cannot be (nothing is written)."""
+    if op.memory_end < 0 or op.state_end < 0:
+        raise InvalidWrite("a phase cannot end before the start of its session")
+    for zone in ("data", "template", "view"):
+        json_object(op.zones.get(zone, {}), zone)
+    return op

@@ -43,6 +43,7 @@ from ..store import (
     check_identity,
 )
 from .batch import Applied, Plan
+from .branches import branch
 from .codec import StepCodec
 from .conversation import conversation_select
 from .engine import DEFAULT_TIMEOUT, Database, create_engine
@@ -239,6 +240,21 @@ class Repository:
                 session = dataclasses.replace(session, completed_phases=1)
         await self._apply(ops, "create_session", before=lambda conn: insert_session(conn, session))
         return session
+
+    async def branch_session(self, session_id: str, phase_id: str) -> SessionRecord:
+        """A new session of the same user holding ``session_id`` as it was when
+        ``phase_id`` ended (:mod:`.branches`); the original is only read."""
+        now = self._clock()
+
+        def unit(conn: Connection) -> str:
+            return branch(
+                conn, self._codec, session_id, phase_id, phase_ids=self._phase_ids, now=now
+            )
+
+        branch_id = await self._db.run(unit, write=True, what="branch_session")
+        found = await self.get_session(branch_id)
+        assert found is not None
+        return found
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session, or ``None``."""

@@ -182,6 +182,10 @@ class SessionRow(_Audit, Base):
     memory_steps: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """How many memory steps are stored: appends claim their positions here, and a load
     that finds fewer rows knows the history was cut."""
+    parent_session_id: Mapped[str | None] = mapped_column(HexId)
+    """The session this one branched from (provenance: the branch holds its own copy)."""
+    branched_from_phase: Mapped[str | None] = mapped_column(String(64))
+    """The phase of the parent whose end the branch starts from."""
 
 
 class PhaseOutput(_Audit, Base):
@@ -202,6 +206,13 @@ class PhaseOutput(_Audit, Base):
     user_input: Mapped[str | None] = mapped_column(Text)
     output: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
+    memory_end: Mapped[int | None] = mapped_column(Integer)
+    """Where a completed phase ends, for branching: the memory steps before this position
+    (a whole turn: no tool call without its output) ..."""
+    state_end: Mapped[int | None] = mapped_column(Integer)
+    """... the state step then ..."""
+    state_snapshot: Mapped[dict[str, Any] | None] = mapped_column()
+    """... and the zones then (``{"data": ..., "template": ..., "view": ...}``)."""
 
 
 class SessionConversation(Base):

@@ -76,7 +76,13 @@ def _completed_count(phase_ids: Sequence[str]) -> ColumnElement[int]:
 
 def session_select(phase_ids: Sequence[str]) -> AnySelect:
     """Sessions with their count of completed manifest phases (see :func:`session_record`)."""
-    return select(*_COLUMNS, _completed_count(phase_ids).label("completed"), SessionRow.room)
+    return select(
+        *_COLUMNS,
+        _completed_count(phase_ids).label("completed"),
+        SessionRow.room,
+        SessionRow.parent_session_id,
+        SessionRow.branched_from_phase,
+    )
 
 
 def user_sessions_select(phase_ids: Sequence[str], user_id: str) -> AnySelect:
@@ -112,8 +118,8 @@ def room_session_select(phase_ids: Sequence[str], user_id: str, room: str) -> An
 
 
 def session_record(row: AnyRow) -> SessionRecord:
-    """The record of a row of :func:`session_select` (columns after ``room`` ignored)."""
-    return SessionRecord(*row[:10])
+    """The record of a row of :func:`session_select` (columns after it ignored)."""
+    return SessionRecord(*row[:12])
 
 
 def user_select() -> AnySelect:

@@ -31,6 +31,7 @@ from ..state.zones import DeltaSpec, Zone
 from ..store import (
     AddMessage,
     AppendSteps,
+    ClosePhase,
     SavePhaseOutput,
     Store,
     UpdateSession,
@@ -242,6 +243,18 @@ class Recorder:
         self.submit(
             SavePhaseOutput(session_id, phase.id, phase.name, status, output=output, error=error)
         )
+
+    def phase_closed(
+        self,
+        session_id: str,
+        phase_id: str,
+        *,
+        memory_end: int,
+        state_end: int,
+        zones: dict[str, Any],
+    ) -> None:
+        """Queue where a completed phase ends (its branch point)."""
+        self.submit(ClosePhase(session_id, phase_id, memory_end, state_end, zones))
 
     def session_changed(self, session_id: str, **fields: Any) -> None:
         """Queue session bookkeeping (status, design_challenge, current_agent, current_phase_id)."""

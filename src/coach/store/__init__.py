@@ -8,6 +8,7 @@ from ..state.resume import HistoryMessage, ResumeContext
 from .ops import (
     AddMessage,
     AppendSteps,
+    ClosePhase,
     PhaseDone,
     SavePhaseOutput,
     UpdateSession,
@@ -29,6 +30,7 @@ from .text import MAX_IDENTITY, check_identity, clean_text, is_clean
 __all__ = [
     "AddMessage",
     "AppendSteps",
+    "ClosePhase",
     "MAX_IDENTITY",
     "HistoryMessage",
     "MessageRecord",

@@ -15,6 +15,7 @@ from ..state.zones import DeltaSpec
 __all__ = [
     "AddMessage",
     "AppendSteps",
+    "ClosePhase",
     "PhaseDone",
     "SavePhaseOutput",
     "UpdateSession",
@@ -100,5 +101,19 @@ class WriteZone:
     expected_step: int | None = None
 
 
-WriteOp = AddMessage | SavePhaseOutput | UpdateSession | AppendSteps | WriteZone
+@dataclass(frozen=True)
+class ClosePhase:
+    """Where a completed phase ends — recorded once the turn that completed it is over,
+    so that a branch from it starts at a whole turn: the memory steps before
+    ``memory_end``, the state at ``state_end`` and its zones (``zones``: data,
+    template, view as they were then)."""
+
+    session_id: str
+    phase_id: str
+    memory_end: int
+    state_end: int
+    zones: dict[str, Any]
+
+
+WriteOp = AddMessage | SavePhaseOutput | UpdateSession | AppendSteps | WriteZone | ClosePhase
 """Any write a store accepts."""

@@ -69,6 +69,16 @@ class Store(Protocol):
         (the challenge), so a listed session always has a phase to resume from."""
         ...
 
+    async def branch_session(self, session_id: str, phase_id: str) -> SessionRecord:
+        """A new session of the same user (``parent_session_id``, ``branched_from_phase``)
+        holding ``session_id`` exactly as it was when ``phase_id`` ended: the phase
+        outputs up to it, the conversation and memory steps of its whole turns, the
+        zones then and the delta log up to then; the next phase is the one after. The
+        original is not changed. ``SessionNotFound`` for an unknown session;
+        ``BranchRefused`` (words for the user) for a phase that is unknown, not
+        completed, the last, or whose end was not recorded."""
+        ...
+
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session, or ``None``."""
         ...

@@ -45,6 +45,10 @@ class SessionRecord:
     updated_at: datetime
     completed_phases: int = 0
     room: str | None = None
+    parent_session_id: str | None = None
+    """The session this one branched from, if it is a branch."""
+    branched_from_phase: str | None = None
+    """The parent's phase the branch starts after."""
 
 
 @dataclass(frozen=True, slots=True)
