@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database migrations")
     db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     db_sub.add_parser("upgrade", help="apply migrations to COACH_DATABASE_URL")
-    sessions = sub.add_parser("sessions", help="stored sessions: list, show, export")
+    sessions = sub.add_parser("sessions", help="stored sessions: list, show, export, branch")
     s_sub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
     s_list = s_sub.add_parser("list", help="recent sessions (of one user with --user)")
     s_list.add_argument("--user", help="the user's identity")
@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     s_show.add_argument("--prompts", action="store_true", help="show each phase's prompts")
     s_export = s_sub.add_parser("export", help="everything stored about a session, as JSON")
     s_export.add_argument("session_id")
+    s_branch = s_sub.add_parser(
+        "branch", help="a new session from the end of a completed phase of another"
+    )
+    s_branch.add_argument("session_id")
+    s_branch.add_argument("--from", dest="phase_id", required=True, metavar="PHASE")
     token = sub.add_parser("token", help="print a LiveKit join token that dispatches coach")
     token.add_argument("--identity", required=True)
     token.add_argument("--room", default="coach")
@@ -92,6 +97,8 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
             await sessions.show_session(
                 store, args.session_id, sys.stdout, steps=args.steps, prompts=args.prompts
             )
+        elif args.sessions_command == "branch":
+            await sessions.branch_session(store, args.session_id, args.phase_id, sys.stdout)
         else:
             await sessions.export_session(store, args.session_id, sys.stdout)
     finally:

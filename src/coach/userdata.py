@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .errors import BranchRefused, SessionNotFound
 from .live_state import LiveState
 from .prompts import AgentKind, Phase, PromptBook
 from .recording import Recorder
@@ -84,6 +85,40 @@ class UserData:
         return phase.owner if phase is not None else "evaluator"
 
     # --- sessions ------------------------------------------------------------------
+
+    async def branch(self, session_id: str, phase_id: str) -> ResumeResult:
+        """Branch this user's session from the end of ``phase_id`` and load the branch.
+
+        Raises:
+            SessionNotFound: not this user's session (the same answer as unknown).
+            BranchRefused: that phase cannot be branched from (words for the user).
+            TimeoutError: queued writes could not be stored in time; nothing changed.
+        """
+        assert self.user_id is not None, "identify the user before branching"
+        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
+            await self.recorder.flush()  # the source as this process last saw it
+        source = await self.store.get_session(session_id)
+        if source is None or source.user_id != self.user_id:
+            raise SessionNotFound(session_id)
+        names = {p.id: p.name for p in self.prompts.manifest.phases}
+        if phase_id not in names:
+            known = ", ".join(names)
+            raise BranchRefused(
+                session_id, phase_id, f"There is no phase called {phase_id!r} (phases: {known})."
+            )
+        done = {
+            o.phase_id
+            for o in await self.store.get_phase_outputs(session_id, include_prompts=False)
+            if o.status == "completed"
+        }
+        if phase_id not in done:
+            raise BranchRefused(
+                session_id,
+                phase_id,
+                f"{names[phase_id]} is not completed yet, so there is nothing to branch.",
+            )
+        branch = await self.store.branch_session(session_id, phase_id)
+        return await self.load_state(branch.id)
 
     async def load_state(self, session_id: str) -> ResumeResult:
         """Load a stored session of this user into this object.

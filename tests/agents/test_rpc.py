@@ -72,6 +72,7 @@ async def test_every_method_is_registered_and_answers_through_the_room(runtime: 
         sorted(participant.handlers)
         == sorted(METHODS)
         == [
+            "coach.branch_session",
             "coach.focus",
             "coach.get_phase_outputs",
             "coach.get_session_conversation",
@@ -119,7 +120,13 @@ async def test_a_bad_payload_gets_its_documented_code(
 
 
 @pytest.mark.parametrize(
-    "name", ["coach.get_phase_outputs", "coach.get_session_conversation", "coach.resume_session"]
+    "name",
+    [
+        "coach.get_phase_outputs",
+        "coach.get_session_conversation",
+        "coach.resume_session",
+        "coach.branch_session",
+    ],
 )
 async def test_unknown_malformed_and_foreign_ids_get_the_same_answer(
     runtime: Runtime, name: str
@@ -129,7 +136,10 @@ async def test_unknown_malformed_and_foreign_ids_get_the_same_answer(
     session = await live(runtime)
     answers = set()
     for session_id in (foreign, UNKNOWN, "not-an-id", "x" * 64, foreign.upper()):
-        error = await refused(session.userdata, name, {"session_id": session_id}, session=session)
+        payload = {"session_id": session_id}
+        if name == "coach.branch_session":
+            payload["phase_id"] = "empathize"
+        error = await refused(session.userdata, name, payload, session=session)
         answers.add((error.code, error.message))
     assert answers == {(404, "No such session.")}
     await session.aclose()

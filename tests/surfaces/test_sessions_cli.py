@@ -92,3 +92,25 @@ async def test_a_reader_that_goes_away_ends_the_listing_quietly(tmp_path: Path) 
     _, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     assert b"Traceback" not in err
     assert proc.returncode == 0, err.decode()
+
+
+async def test_branch_from_the_command_line_and_the_tree_in_the_listing(tmp_path: Path) -> None:
+    env = coach_env(tmp_path)
+    assert (await coach("db", "upgrade", env=env))[0] == 0
+    session_id = await fill(env["COACH_DATABASE_URL"])  # the challenge is completed
+
+    code, out, err = await coach("sessions", "branch", session_id, "--from", "challenge", env=env)
+    assert code == 0, err
+    branch_id, rest = out.split(maxsplit=1)
+    assert f"branch of {session_id} from challenge; next phase empathize" in rest
+
+    code, out, _ = await coach("sessions", "list", "--user", "olga", env=env)
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == [session_id, branch_id]  # under its parent
+    assert "  ↳ from challenge: A calmer checkout" in lines[1]
+
+    for phase, words in [("empathize", "not completed"), ("nonsense", "no phase called")]:
+        code, out, err = await coach("sessions", "branch", session_id, "--from", phase, env=env)
+        assert code == 2 and out == "" and words in err and err.count("\n") == 1
+    code, _, err = await coach("sessions", "branch", "f" * 32, "--from", "challenge", env=env)
+    assert code == 2 and "not found" in err

@@ -12,6 +12,10 @@ export type RpcErrorCode = 400 | 403 | 404 | 409 | 413 | 503;
  * The RPC methods of the coach agent participant (generated).
  */
 export interface CoachRpc {
+  "coach.branch_session": {
+    request: BranchSessionRequest;
+    response: BranchSessionResponse;
+  };
   "coach.focus": {
     request: FocusRequest;
     response: FocusResponse;
@@ -32,6 +36,36 @@ export interface CoachRpc {
     request: ResumeSessionRequest;
     response: ResumeSessionResponse;
   };
+}
+/**
+ * ``coach.branch_session``: a new line of work from the end of a completed phase.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "BranchSessionRequest".
+ */
+export interface BranchSessionRequest {
+  /**
+   * A session id (32 hex digits).
+   */
+  session_id: string;
+  /**
+   * A completed phase's id.
+   */
+  phase_id: string;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "BranchSessionResponse".
+ */
+export interface BranchSessionResponse {
+  /**
+   * The new branch, now open in this conversation.
+   */
+  session_id: string;
+  parent_session_id: string;
+  branched_from_phase: string;
+  agent: "coach" | "strategist" | "evaluator";
+  next_phase_id: string;
 }
 /**
  * ``coach.focus``: show one insight or idea (a view change only).

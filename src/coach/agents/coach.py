@@ -10,9 +10,10 @@ from livekit.agents import RunContext, ToolError, function_tool
 
 from ..errors import InvalidWrite, ResumeError, StorageError
 from ..state import design
-from ..store import PhaseDone, SessionRecord, clean_text
+from ..store import PhaseDone, SessionRecord, clean_text, session_tree
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
+from .branching import Branching
 from .restore import resumed_agent
 
 logger = logging.getLogger("coach.agents")
@@ -30,17 +31,27 @@ def identity_from_name(name: str) -> str:
 
 
 def describe_sessions(userdata: UserData, sessions: Sequence[SessionRecord]) -> str:
-    """One line per session: id, challenge, date, status and progress."""
+    """One line per session: id, challenge, date, status and progress; a branch is
+    listed under the session it branched from (``↳ branch of ... from Define``)."""
     total = len(userdata.prompts.manifest.phases)
-    return "\n".join(
-        f'- session_id {s.id}: "{s.design_challenge or "no challenge yet"}", started '
-        f"{s.created_at:%Y-%m-%d}, {s.status.replace('_', ' ')}, "
-        f"{s.completed_phases} of {total} phases done"
-        for s in sessions
-    )
+    names = {p.id: p.name for p in userdata.prompts.manifest.phases}
+
+    def line(s: SessionRecord, depth: int) -> str:
+        indent = "  " * depth
+        branch = ""
+        if s.parent_session_id is not None:
+            phase = names.get(s.branched_from_phase or "", s.branched_from_phase)
+            branch = f"↳ branch of {s.parent_session_id} from {phase}: "
+        return (
+            f'{indent}- {branch}session_id {s.id}: "{s.design_challenge or "no challenge yet"}", '
+            f"started {s.created_at:%Y-%m-%d}, {s.status.replace('_', ' ')}, "
+            f"{s.completed_phases} of {total} phases done"
+        )
+
+    return "\n".join(line(s, depth) for s, depth in session_tree(sessions))
 
 
-class DesignCoach(CoachAgentBase):
+class DesignCoach(Branching):
     """Greets, identifies the user, captures a new challenge or loads an earlier session."""
 
     kind = "coach"

@@ -11,6 +11,7 @@ from ..state.zones import Action, Zone
 from ..store import clean_text
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
+from .branching import Branching
 from .phased import PhasedAgent
 
 MAX_SUMMARY = 8_000
@@ -26,7 +27,7 @@ def _clean(value: str, name: str, limit: int) -> str:
     return value
 
 
-class DesignStrategist(PhasedAgent):
+class DesignStrategist(Branching, PhasedAgent):
     """Guides empathize → define → ideate → strategy (or whatever the manifest says)."""
 
     kind = "strategist"

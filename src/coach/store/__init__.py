@@ -24,6 +24,7 @@ from .records import (
     StateRecord,
     StepPage,
     UserRecord,
+    session_tree,
 )
 from .text import MAX_IDENTITY, check_identity, clean_text, is_clean
 
@@ -50,4 +51,5 @@ __all__ = [
     "check_identity",
     "clean_text",
     "is_clean",
+    "session_tree",
 ]

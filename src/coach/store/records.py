@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ __all__ = [
     "StateRecord",
     "StepPage",
     "UserRecord",
+    "session_tree",
 ]
 
 
@@ -124,3 +126,26 @@ class ResumeResult:
     outputs: list[PhaseOutputRecord] = field(default_factory=list)
     state: StateRecord | None = None
     stored_steps: int = 0
+
+
+def session_tree(sessions: Sequence[SessionRecord]) -> list[tuple[SessionRecord, int]]:
+    """``sessions`` (newest first) with each branch right under its parent, and its depth.
+
+    A branch whose parent is not among them is listed at the top level.
+    """
+    ids = {s.id for s in sessions}
+    children: dict[str, list[SessionRecord]] = {}
+    for s in sessions:
+        if s.parent_session_id in ids:
+            children.setdefault(s.parent_session_id, []).append(s)
+    ordered: list[tuple[SessionRecord, int]] = []
+
+    def visit(s: SessionRecord, depth: int) -> None:
+        ordered.append((s, depth))
+        for child in children.get(s.id, []):
+            visit(child, depth + 1)
+
+    for s in sessions:
+        if s.parent_session_id not in ids:
+            visit(s, 0)
+    return ordered

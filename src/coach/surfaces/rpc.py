@@ -32,6 +32,7 @@ from pydantic.json_schema import JsonSchemaMode
 
 from ..agents.restore import resumed_agent
 from ..errors import (
+    BranchRefused,
     InvalidWrite,
     ResumeError,
     SessionNotFound,
@@ -187,6 +188,21 @@ class ResumeSessionResponse(_Response):
     agent: Literal["coach", "strategist", "evaluator"]
     next_phase_id: str
     challenge: str | None
+
+
+class BranchSessionRequest(_Request):
+    """``coach.branch_session``: a new line of work from the end of a completed phase."""
+
+    session_id: str = SessionId
+    phase_id: str = Field(min_length=1, max_length=64, description="A completed phase's id.")
+
+
+class BranchSessionResponse(_Response):
+    session_id: str = Field(description="The new branch, now open in this conversation.")
+    parent_session_id: str
+    branched_from_phase: str
+    agent: Literal["coach", "strategist", "evaluator"]
+    next_phase_id: str
 
 
 class FocusRequest(_Request):
@@ -567,6 +583,32 @@ async def resume_session(call: Call, request: ResumeSessionRequest) -> ResumeSes
         agent=agent.kind,
         next_phase_id=result.next_phase_id,
         challenge=result.session.design_challenge,
+    )
+
+
+@method("coach.branch_session", BranchSessionRequest, BranchSessionResponse)
+async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSessionResponse:
+    """Branch one of the caller's sessions (as the ``branch_session`` tool does) and
+    continue the branch in the live conversation with the agent of its next phase."""
+    userdata, session = call.userdata, call.session
+    found = await _owned(call, request.session_id)
+    if session is None:
+        raise rtc.RpcError(409, "No live conversation to branch into.")
+    userdata.user_id = found.user_id
+    try:
+        result = await userdata.branch(found.id, request.phase_id)
+    except BranchRefused as exc:
+        raise rtc.RpcError(409, clean_text(str(exc))) from None
+    except TimeoutError:
+        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
+    agent = resumed_agent(userdata, result, current=session.current_agent.chat_ctx)
+    session.update_agent(agent)
+    return BranchSessionResponse(
+        session_id=result.session.id,
+        parent_session_id=found.id,
+        branched_from_phase=request.phase_id,
+        agent=agent.kind,
+        next_phase_id=result.next_phase_id,
     )
 
 

@@ -1,4 +1,5 @@
-"""``python -m coach sessions list | show ID | export ID``: the operator's view of sessions.
+"""``python -m coach sessions list | show ID | export ID | branch ID --from PHASE``: the
+operator's view of sessions (branches listed under the session they came from).
 
 ``show`` and ``export`` page through a session (:data:`PAGE` rows per read) and write as
 they read, so a session of any length is never held whole.
@@ -17,7 +18,7 @@ from livekit.agents import llm
 from ..errors import SessionNotFound
 from ..state.history import item_text
 from ..state.zones import Delta
-from ..store import MessageRecord, Store
+from ..store import MessageRecord, Store, session_tree
 
 PAGE: Final = 500
 """Rows read per page."""
@@ -55,14 +56,25 @@ async def list_sessions(store: Store, out: TextIO, *, user: str | None = None) -
     else:
         sessions = await store.list_sessions()
     total = len(store.phase_ids)
-    for s in sessions:
+    for s, depth in session_tree(sessions):
+        branch = f"{'  ' * depth}↳ from {s.branched_from_phase}: " if s.parent_session_id else ""
         print(
             f"{s.id}  {s.status:<11}  {s.completed_phases}/{total}  "
-            f"{s.updated_at:%Y-%m-%d %H:%M}  {s.design_challenge or '-'}",
+            f"{s.updated_at:%Y-%m-%d %H:%M}  {branch}{s.design_challenge or '-'}",
             file=out,
         )
     if not sessions:
         print("no sessions", file=out)
+
+
+async def branch_session(store: Store, session_id: str, phase_id: str, out: TextIO) -> None:
+    """Branch a session from the end of one of its completed phases; print the new id."""
+    branch = await store.branch_session(session_id, phase_id)
+    print(
+        f"{branch.id}  branch of {session_id} from {phase_id}; next phase "
+        f"{branch.current_phase_id}",
+        file=out,
+    )
 
 
 async def show_session(
