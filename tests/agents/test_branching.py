@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from livekit import rtc
-from livekit.agents import AgentSession
+from livekit.agents import AgentSession, llm
 from sqlalchemy import text
 
 from coach.agents import DesignStrategist
@@ -126,7 +126,19 @@ async def test_a_branch_from_define_holds_the_session_as_it_was_then(runtime: Ru
     said = [m.content for m in await runtime.store.get_session_conversation(branch_id)]
     assert "My thoughts on define: observation 2" in said  # define's turn, whole
     assert "My thoughts on ideate: observation 3" not in said  # ideate is not in it
-    assert await runtime.store.load_agent_state(branch_id)  # every step verifies as its own
+    # The branch point is a whole turn: the copied steps (the branch's first ones, the
+    # same items as the source's) end with the reply that ended define's turn, every call
+    # has its output, and every step verifies as the branch's own.
+    source_steps = await runtime.store.load_agent_state(source)
+    steps = await runtime.store.load_agent_state(branch_id)
+    same = [a.id == b.id for a, b in zip(steps, source_steps, strict=False)]  # type: ignore[attr-defined]
+    copied = steps[: same.index(False) if False in same else len(same)]
+    assert 0 < len(copied) < len(source_steps)
+    calls = {s.call_id for s in copied if isinstance(s, llm.FunctionCall)}
+    assert calls == {s.call_id for s in copied if isinstance(s, llm.FunctionCallOutput)}
+    last = copied[-1]
+    assert isinstance(last, llm.ChatMessage) and last.role == "assistant"
+    assert last.text_content == "Phase 2 done."  # define's reply, in the helper's words
     assert await rows_of(runtime, source) == before  # the original is untouched
 
 
