@@ -7,7 +7,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .errors import CoachError
 from .settings import Settings, load_settings
@@ -48,6 +48,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     s_branch.add_argument("session_id")
     s_branch.add_argument("--from", dest="phase_id", required=True, metavar="PHASE")
+    s_delete = s_sub.add_parser("delete", help="erase a session and everything stored of it")
+    s_delete.add_argument("session_id")
+    s_delete.add_argument("--yes", action="store_true", help="do not ask")
+    s_prune = s_sub.add_parser("prune", help="erase sessions not updated for DAYS days")
+    s_prune.add_argument("--older-than", dest="days", type=float, required=True, metavar="DAYS")
+    s_prune.add_argument("--status", choices=["completed", "failed", "in_progress"])
+    s_prune.add_argument("--dry-run", action="store_true", help="only print what would go")
+    s_prune.add_argument("--yes", action="store_true", help="do not ask")
+    users = sub.add_parser("users", help="people: delete (erase a person)")
+    u_sub = users.add_subparsers(dest="users_command", metavar="ACTION", required=True)
+    u_delete = u_sub.add_parser("delete", help="erase a person: the user and all their sessions")
+    u_delete.add_argument("identity")
+    u_delete.add_argument("--yes", action="store_true", help="do not ask")
     token = sub.add_parser("token", help="print a LiveKit join token that dispatches coach")
     token.add_argument("--identity", required=True)
     token.add_argument("--room", default="coach")
@@ -91,7 +104,9 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         phase_ids=load_prompts(settings.prompts_dir).manifest.ids,
     )
     try:
-        if args.sessions_command == "list":
+        if args.command == "users":
+            await sessions.delete_user(store, args.identity, sys.stdout, _confirm(args))
+        elif args.sessions_command == "list":
             await sessions.list_sessions(store, sys.stdout, user=args.user)
         elif args.sessions_command == "show":
             await sessions.show_session(
@@ -99,11 +114,35 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
             )
         elif args.sessions_command == "branch":
             await sessions.branch_session(store, args.session_id, args.phase_id, sys.stdout)
+        elif args.sessions_command == "delete":
+            await sessions.delete_session(store, args.session_id, sys.stdout, _confirm(args))
+        elif args.sessions_command == "prune":
+            await sessions.prune_sessions(
+                store,
+                sys.stdout,
+                _confirm(args),
+                days=args.days,
+                status=args.status,
+                dry_run=args.dry_run,
+            )
         else:
             await sessions.export_session(store, args.session_id, sys.stdout)
     finally:
         await store.aclose()
     return 0
+
+
+def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
+    """``--yes``, or the operator's answer on a terminal (never yes without one)."""
+
+    def ask(question: str) -> bool:
+        if args.yes:
+            return True
+        if not sys.stdin.isatty():
+            return False
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+    return ask
 
 
 def _dispatch(argv: Sequence[str]) -> int:
@@ -126,7 +165,7 @@ def _dispatch(argv: Sequence[str]) -> int:
         asyncio.run(upgrade(settings.database_url))
         print("database is up to date")
         return 0
-    if args.command == "sessions":
+    if args.command in ("sessions", "users"):
         _configure_logging(settings, quiet=True)
         return asyncio.run(_sessions(settings, args))
     if args.command == "token":

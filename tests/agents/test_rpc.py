@@ -73,6 +73,7 @@ async def test_every_method_is_registered_and_answers_through_the_room(runtime: 
         == sorted(METHODS)
         == [
             "coach.branch_session",
+            "coach.delete_session",
             "coach.focus",
             "coach.get_phase_outputs",
             "coach.get_session_conversation",
@@ -126,6 +127,7 @@ async def test_a_bad_payload_gets_its_documented_code(
         "coach.get_session_conversation",
         "coach.resume_session",
         "coach.branch_session",
+        "coach.delete_session",
     ],
 )
 async def test_unknown_malformed_and_foreign_ids_get_the_same_answer(

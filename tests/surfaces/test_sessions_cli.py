@@ -114,3 +114,31 @@ async def test_branch_from_the_command_line_and_the_tree_in_the_listing(tmp_path
         assert code == 2 and out == "" and words in err and err.count("\n") == 1
     code, _, err = await coach("sessions", "branch", "f" * 32, "--from", "challenge", env=env)
     assert code == 2 and "not found" in err
+
+
+async def test_erasing_from_the_command_line_asks_first_and_says_what_went(
+    tmp_path: Path,
+) -> None:
+    env = coach_env(tmp_path)
+    assert (await coach("db", "upgrade", env=env))[0] == 0
+    first = await fill(env["COACH_DATABASE_URL"])
+    second = await fill(env["COACH_DATABASE_URL"])
+
+    # Without --yes and without a terminal to ask on, nothing goes.
+    code, out, err = await coach("users", "delete", "olga", env=env)
+    assert (code, out) == (2, "") and "Nothing was erased" in err
+    code, out, _ = await coach("sessions", "prune", "--older-than", "0", "--dry-run", env=env)
+    assert code == 0 and f"would erase {first}" in out and "would erase 2 session(s)" in out
+    code, out, _ = await coach("sessions", "list", "--user", "olga", env=env)
+    assert {line.split()[0] for line in out.splitlines()} == {first, second}
+
+    code, out, err = await coach("sessions", "delete", first, "--yes", env=env)
+    assert (code, out.strip()) == (0, f"erased session {first}"), err
+    code, out, err = await coach("users", "delete", "olga", "--yes", env=env)
+    assert (code, out.strip()) == (0, "erased user 'olga' and 1 session(s)"), err
+    code, out, _ = await coach("sessions", "list", env=env)
+    assert out.strip() == "no sessions"
+    code, _, err = await coach("users", "delete", "olga", "--yes", env=env)
+    assert code == 2 and "No user with identity 'olga'" in err
+    code, _, err = await coach("sessions", "prune", "--older-than", "-1", env=env)
+    assert code == 2 and err.count("\n") == 1

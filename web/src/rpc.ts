@@ -16,6 +16,10 @@ export interface CoachRpc {
     request: BranchSessionRequest;
     response: BranchSessionResponse;
   };
+  "coach.delete_session": {
+    request: DeleteSessionRequest;
+    response: DeleteSessionResponse;
+  };
   "coach.focus": {
     request: FocusRequest;
     response: FocusResponse;
@@ -66,6 +70,26 @@ export interface BranchSessionResponse {
   branched_from_phase: string;
   agent: "coach" | "strategist" | "evaluator";
   next_phase_id: string;
+}
+/**
+ * ``coach.delete_session``: erase one of the caller's sessions for good.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "DeleteSessionRequest".
+ */
+export interface DeleteSessionRequest {
+  /**
+   * A session id (32 hex digits).
+   */
+  session_id: string;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "DeleteSessionResponse".
+ */
+export interface DeleteSessionResponse {
+  session_id: string;
+  deleted: true;
 }
 /**
  * ``coach.focus``: show one insight or idea (a view change only).

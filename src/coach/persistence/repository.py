@@ -47,12 +47,14 @@ from .branches import branch
 from .codec import StepCodec
 from .conversation import conversation_select
 from .engine import DEFAULT_TIMEOUT, Database, create_engine
+from .lifecycle import delete_sessions, delete_user
 from .memory import StepLinks, decode_or_empty, fetch_steps, read_steps, step_links, stored_count
 from .migrate import require_current, upgrade
 from .phases import outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
-from .schema import SessionRow, User, new_id, utcnow
+from .schema import SESSION_STATUSES, SessionRow, User, new_id, utcnow
 from .sessions import (
+    expired_select,
     insert_session,
     recent_sessions_select,
     room_session_select,
@@ -62,7 +64,7 @@ from .sessions import (
     user_select,
     user_sessions_select,
 )
-from .sql import SESSIONS
+from .sql import SESSIONS, check_status
 from .zones import delta_record, deltas_select, fetch_state
 
 __all__ = ["DEFAULT_PHASE_IDS", "Repository", "open_repository"]
@@ -255,6 +257,39 @@ class Repository:
         found = await self.get_session(branch_id)
         assert found is not None
         return found
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Erase a session and every row of it (one transaction); False if unknown."""
+        deleted = await self._db.run(
+            lambda conn: delete_sessions(conn, [session_id]), write=True, what="delete_session"
+        )
+        return deleted > 0
+
+    async def delete_user(self, identity: str) -> int | None:
+        """Erase a person: the user and all their sessions with every row of them (one
+        transaction). Returns how many sessions were erased; ``None`` if unknown."""
+        return await self._db.run(
+            lambda conn: delete_user(conn, identity), write=True, what="delete_user"
+        )
+
+    async def prune_sessions(
+        self, *, older_than: datetime, status: str | None = None, dry_run: bool = False
+    ) -> list[SessionRecord]:
+        """Erase the sessions last updated before ``older_than`` (only those with
+        ``status``, if given) in one transaction; return them as they were. With
+        ``dry_run`` nothing is erased."""
+        if status is not None:
+            check_status(status, SESSION_STATUSES, "session")
+
+        stmt = expired_select(self._phase_ids, older_than, status)
+
+        def unit(conn: Connection) -> list[SessionRecord]:
+            found = [session_record(row) for row in conn.execute(stmt)]
+            if not dry_run:
+                delete_sessions(conn, [s.id for s in found])
+            return found
+
+        return await self._db.run(unit, write=not dry_run, what="prune_sessions")
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session, or ``None``."""

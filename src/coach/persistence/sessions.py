@@ -30,6 +30,7 @@ __all__ = [
     "apply_session_write",
     "insert_session",
     "recent_sessions_select",
+    "expired_select",
     "room_session_select",
     "session_record",
     "session_select",
@@ -101,6 +102,15 @@ def recent_sessions_select(phase_ids: Sequence[str], limit: int) -> AnySelect:
         .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
         .limit(limit)
     )
+
+
+def expired_select(phase_ids: Sequence[str], older_than: datetime, status: str | None) -> AnySelect:
+    """Sessions last updated before ``older_than`` (only with ``status``, if given),
+    oldest first: what a retention policy erases."""
+    stmt = session_select(phase_ids).where(SessionRow.updated_at < older_than)
+    if status is not None:
+        stmt = stmt.where(SessionRow.status == status)
+    return stmt.order_by(SessionRow.updated_at, SessionRow.id)
 
 
 def room_session_select(phase_ids: Sequence[str], user_id: str, room: str) -> AnySelect:

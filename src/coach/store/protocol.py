@@ -12,6 +12,7 @@ written), ``SessionNotFound``, ``StaleWrite`` when another writer got there firs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..state.zones import Delta, DeltaSpec
@@ -77,6 +78,22 @@ class Store(Protocol):
         original is not changed. ``SessionNotFound`` for an unknown session;
         ``BranchRefused`` (words for the user) for a phase that is unknown, not
         completed, the last, or whose end was not recorded."""
+        ...
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Erase a session with every row of it, in one transaction (False: unknown)."""
+        ...
+
+    async def delete_user(self, identity: str) -> int | None:
+        """Erase a person — the user and all their sessions — in one transaction; how
+        many sessions that was (``None``: no such person)."""
+        ...
+
+    async def prune_sessions(
+        self, *, older_than: datetime, status: str | None = None, dry_run: bool = False
+    ) -> list[SessionRecord]:
+        """Erase the sessions last updated before ``older_than`` (with ``status``, if
+        given) in one transaction, and return them; ``dry_run`` erases nothing."""
         ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None:

@@ -205,6 +205,17 @@ class BranchSessionResponse(_Response):
     next_phase_id: str
 
 
+class DeleteSessionRequest(_Request):
+    """``coach.delete_session``: erase one of the caller's sessions for good."""
+
+    session_id: str = SessionId
+
+
+class DeleteSessionResponse(_Response):
+    session_id: str
+    deleted: Literal[True] = True
+
+
 class FocusRequest(_Request):
     """``coach.focus``: show one insight or idea (a view change only)."""
 
@@ -610,6 +621,19 @@ async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSes
         agent=agent.kind,
         next_phase_id=result.next_phase_id,
     )
+
+
+@method("coach.delete_session", DeleteSessionRequest, DeleteSessionResponse)
+async def delete_session(call: Call, request: DeleteSessionRequest) -> DeleteSessionResponse:
+    """Erase one of the caller's sessions and everything stored of it (not the open one:
+    this conversation is still writing it)."""
+    found = await _owned(call, request.session_id)
+    if call.userdata.session_id == found.id:
+        raise rtc.RpcError(
+            409, "This session is open in this conversation; it cannot be erased now."
+        )
+    await call.userdata.store.delete_session(found.id)
+    return DeleteSessionResponse(session_id=found.id)
 
 
 @method("coach.focus", FocusRequest, FocusResponse)

@@ -1,5 +1,6 @@
-"""``python -m coach sessions list | show ID | export ID | branch ID --from PHASE``: the
-operator's view of sessions (branches listed under the session they came from).
+"""``python -m coach sessions list | show | export | branch | delete | prune`` and ``users
+delete``: the operator's view of sessions (branches under the session they came from)
+and the erasing of personal data.
 
 ``show`` and ``export`` page through a session (:data:`PAGE` rows per read) and write as
 they read, so a session of any length is never held whole.
@@ -8,14 +9,14 @@ they read, so a session of any length is never held whole.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TextIO
 
 from livekit.agents import llm
 
-from ..errors import SessionNotFound
+from ..errors import ConfigError, SessionNotFound
 from ..state.history import item_text
 from ..state.zones import Delta
 from ..store import MessageRecord, Store, session_tree
@@ -173,3 +174,61 @@ def _step_line(item: object) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.splitlines())
+
+
+Confirm = Callable[[str], bool]
+"""Asks the operator a yes/no question (``--yes`` answers yes without asking)."""
+
+
+def _erase(question: str, confirm: Confirm) -> None:
+    if not confirm(question):
+        raise ConfigError("Nothing was erased (not confirmed; --yes skips the question).")
+
+
+async def delete_session(store: Store, session_id: str, out: TextIO, confirm: Confirm) -> None:
+    """Erase one session with everything stored of it."""
+    session = await store.get_session(session_id)
+    if session is None:
+        raise SessionNotFound(session_id)
+    _erase(f"Erase session {session_id} ({session.design_challenge or '-'})?", confirm)
+    await store.delete_session(session_id)
+    print(f"erased session {session_id}", file=out)
+
+
+async def delete_user(store: Store, identity: str, out: TextIO, confirm: Confirm) -> None:
+    """Erase a person: the user and every session of theirs."""
+    user = await store.find_user(identity)
+    if user is None:
+        raise ConfigError(f"No user with identity {identity!r}; nothing was erased.")
+    count = len(await store.get_user_sessions(user.id))
+    _erase(f"Erase {identity!r} and their {count} session(s)?", confirm)
+    erased = await store.delete_user(identity)
+    print(f"erased user {identity!r} and {erased or 0} session(s)", file=out)
+
+
+async def prune_sessions(
+    store: Store,
+    out: TextIO,
+    confirm: Confirm,
+    *,
+    days: float,
+    status: str | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> None:
+    """Erase sessions not updated for ``days`` days (retention); print each one."""
+    if days < 0:
+        raise ConfigError("--older-than must be zero or more days.")
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
+    found = await store.prune_sessions(older_than=cutoff, status=status, dry_run=True)
+    verb = "would erase" if dry_run else "erased"
+    if not found:
+        print(f"no sessions last updated before {cutoff:%Y-%m-%d %H:%M}", file=out)
+        return
+    if not dry_run:
+        _erase(f"Erase {len(found)} session(s) last updated before {cutoff:%Y-%m-%d}?", confirm)
+        found = await store.prune_sessions(older_than=cutoff, status=status)
+    for s in found:
+        when = f"{s.updated_at:%Y-%m-%d}"
+        print(f"{verb} {s.id}  {s.status:<11}  {when}  {s.design_challenge or '-'}", file=out)
+    print(f"{verb} {len(found)} session(s)", file=out)
