@@ -17,12 +17,14 @@ from livekit.agents import (
     JobContext,
     JobProcess,
 )
+from livekit.agents.worker import _DefaultLoadCalc
 
 from ..errors import InvalidWrite
 from ..models import build_llm, build_stt, build_tts, load_vad
 from ..runtime import Runtime
 from ..settings import load_settings
 from ..store import check_identity
+from .health import DatabaseHealth
 from .room import RoomStateSink
 from .rpc import register_all
 
@@ -51,7 +53,9 @@ class CoachServer(AgentServer):
             self.failure = exc
 
 
-server = CoachServer(setup_fnc=prewarm)
+health = DatabaseHealth(lambda: load_settings().database_url, _DefaultLoadCalc.get_load)
+"""Reports the worker full while its database cannot be used (see :mod:`.health`)."""
+server = CoachServer(setup_fnc=prewarm, load_fnc=health.load)
 
 
 class JobControls(Protocol):
