@@ -14,7 +14,9 @@ from typing import Any
 
 from livekit.agents import AgentSession, APIConnectOptions, llm
 from livekit.agents.voice.agent_session import SessionConnectOptions
+from livekit.agents.voice.events import ErrorEvent
 
+from . import metrics
 from .agents import CoachAgentBase, DesignCoach
 from .agents.restore import resumed_agent
 from .errors import ResumeError
@@ -118,6 +120,7 @@ class Runtime:
         )
         session: AgentSession[UserData] = AgentSession(userdata=userdata, **session_kwargs)
         SessionRecorder(userdata).attach(session)
+        _count(session)
         return session
 
     def first_agent(self, userdata: UserData) -> DesignCoach:
@@ -144,3 +147,20 @@ class Runtime:
             return self.first_agent(userdata)
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
         return resumed_agent(userdata, result, current=llm.ChatContext.empty())
+
+
+def _count(session: AgentSession[UserData]) -> None:
+    """Count the session as active until it closes, and each error of its models."""
+    metrics.ACTIVE_SESSIONS.inc()
+
+    def closed(_: object) -> None:
+        metrics.ACTIVE_SESSIONS.dec()
+
+    def failed(event: ErrorEvent) -> None:
+        error = event.error
+        kind = getattr(error, "type", type(error).__name__)
+        recoverable = str(bool(getattr(error, "recoverable", False))).lower()
+        metrics.MODEL_ERRORS.labels(kind, recoverable).inc()
+
+    session.on("close", closed)
+    session.on("error", failed)

@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     recorder_shutdown_timeout: float = Field(default=10.0, gt=0)
 
     log_level: str = "INFO"
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve Prometheus metrics on this port (LiveKit's ``/metrics`` endpoint; worker only)."""
+    metrics_dir: Path | None = None
+    """Where job processes leave their metrics for the endpoint to add up (default: a
+    fresh temporary directory)."""
 
     # --- LiveKit (the worker commands and `token`) ------------------------------
     livekit_url: str | None = Field(default=None, validation_alias="LIVEKIT_URL")

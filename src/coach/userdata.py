@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Literal
 
+from . import metrics
 from .errors import BranchRefused, SessionNotFound
 from .live_state import LiveState
 from .prompts import AgentKind, Phase, PromptBook
@@ -133,6 +134,11 @@ class UserData:
                 (the database is unavailable); nothing changed.
         """
         assert self.user_id is not None, "identify the user before loading a session"
+        with metrics.RESUME_LATENCY.time():
+            return await self._load(session_id)
+
+    async def _load(self, session_id: str) -> ResumeResult:
+        assert self.user_id is not None
         # Writes this process still has queued for the session (a reconnect right after a
         # disconnect) must be stored before its state and step are read back.
         async with asyncio.timeout(FLUSH_BEFORE_LOAD):

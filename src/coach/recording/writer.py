@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import metrics
 from ..errors import CoachError, StaleWrite, StorageError
 from ..prompts import Phase
 from ..state.zones import DeltaSpec, Zone
@@ -203,6 +204,7 @@ class Recorder:
         """Queue one write. Never blocks and never drops; see :meth:`wait_for_capacity`."""
         self._submitted += 1
         self._queue.append((self._submitted, time.monotonic(), op))
+        metrics.RECORDER_QUEUE.inc()
         if self.pending >= self._max_pending:
             self._capacity.clear()
         if len(self._queue) == 1 or len(self._queue) >= self._max_batch:
@@ -342,6 +344,11 @@ class Recorder:
                 self._reasons[_reason(exc)] += len(batch)
                 logger.exception("recorder batch failed; %d write(s) dropped", len(batch))
             self._inflight_since = None
+            done = time.monotonic()
+            metrics.RECORDER_QUEUE.dec(len(batch))
+            metrics.BATCH_SIZE.observe(len(batch))
+            for _, queued, _ in batch:
+                metrics.COMMIT_LAG.observe(done - queued)
             async with self._progress:
                 self._committed += len(batch)
                 self._progress.notify_all()
@@ -371,7 +378,9 @@ class Recorder:
                         exc.transient = True
                 self._errors += 1
                 failed = True
-                if not is_transient(exc):
+                passing = is_transient(exc)
+                metrics.RECORDER_ERRORS.labels("transient" if passing else "refused").inc()
+                if not passing:
                     break
                 self._last_outage = _reason(exc)
                 logger.warning(
@@ -382,6 +391,7 @@ class Recorder:
                 )
             except Exception as exc:  # a bug must not stop recording for every session
                 self._errors += 1
+                metrics.RECORDER_ERRORS.labels("unexpected").inc()
                 logger.error("unexpected error writing a batch: %s", _reason(exc))
                 break
             await asyncio.sleep(delay)
@@ -407,6 +417,7 @@ class Recorder:
     def _drop(self, op: WriteOp, reason: str) -> None:
         self._dropped += 1
         self._reasons[reason] += 1
+        metrics.DROPPED.labels(reason.split()[0]).inc()
         logger.error(
             "write rejected; dropped %s of session %s: %s",
             type(op).__name__,

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from livekit import api
 
@@ -51,6 +53,9 @@ def run_cli(argv: Sequence[str], settings: Settings) -> int:
         api_key=_secret(settings.livekit_api_key) or "",
         api_secret=_secret(settings.livekit_api_secret) or "",
     )
+    if settings.metrics_port is not None:
+        directory = settings.metrics_dir or Path(tempfile.mkdtemp(prefix="coach-metrics-"))
+        server.serve_metrics(settings.metrics_port, str(directory))
     if command == "dev" and not any(o in ("--reload", "--no-reload") for o in options):
         options.append("--no-reload")  # livekit-agents 1.8 has no reload; not a warning
     quiet_dev_key_warning()

@@ -44,6 +44,13 @@ class CoachServer(AgentServer):
 
     failure: Exception | None = None
 
+    def serve_metrics(self, port: int, directory: str) -> None:
+        """Serve Prometheus metrics on ``port`` with LiveKit's endpoint, adding up the job
+        processes' values through ``directory`` (multiprocess mode). The options exist
+        only as constructor arguments, and this server is built at import."""
+        self._prometheus_port = port
+        self._prometheus_multiproc_dir = directory
+
     async def run(self, *, devmode: bool = False, unregistered: bool = False) -> None:
         """Run the server; a failure (e.g. registration refused after the retries) is
         kept in :attr:`failure`."""
