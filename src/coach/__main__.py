@@ -8,8 +8,9 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
-from .errors import CoachError
+from .errors import CoachError, ConfigError
 from .settings import Settings, load_settings
 
 LIVEKIT_COMMANDS = {
@@ -21,8 +22,16 @@ LIVEKIT_COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (``coach: ...``, exit 2) like every
+    other error, instead of the usage text and a second line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{self.prog}: {message} (see --help)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m coach",
         description="coach — a LiveKit voice agent that coaches design challenges and "
         "never loses your place.",

@@ -276,3 +276,13 @@ async def test_db_upgrade_of_a_missing_database_says_why_in_one_line(tmp_path: P
     code, out, err = await coach("db", "upgrade", env=env)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and 'database "coach_no_such_db" does not exist' in err, err
+
+
+@pytest.mark.parametrize(
+    "argv", [("nonsense",), ("sessions",), ("sessions", "show", "-x"), ("chat", "--user")]
+)
+async def test_a_usage_error_is_one_line(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    code, out, err = await coach(*argv, env=coach_env(tmp_path))
+    assert (code, out) == (2, "")
+    assert err.startswith("coach: ") and err.endswith("(see --help)\n") and err.count("\n") == 1
+    assert "usage:" not in err
