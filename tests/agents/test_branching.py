@@ -267,6 +267,15 @@ async def test_the_room_branches_through_rpc_with_the_owner_rules(runtime: Runti
             await branch(session_id, phase_id, caller="mallory" if code == 403 else OWNER)
         assert refused.value.code == code
     answer = await branch(source, "define")
+    listed = await invoke(
+        "coach.list_sessions",
+        session.userdata,
+        rtc.RpcInvocationData("req", OWNER, "{}", 5.0, "coach.list_sessions"),
+    )
+    tree = {s["id"]: s for s in json.loads(listed)["sessions"]}
+    branched = tree[answer["session_id"]]
+    assert (branched["parent_session_id"], branched["branched_from_phase"]) == (source, "define")
+    assert tree[source]["parent_session_id"] is None
     assert (answer["parent_session_id"], answer["branched_from_phase"]) == (source, "define")
     assert (answer["agent"], answer["next_phase_id"]) == ("strategist", "ideate")
     assert session.userdata.session_id == answer["session_id"]

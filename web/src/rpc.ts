@@ -244,7 +244,8 @@ export interface ConversationEntry {
   truncated: boolean;
 }
 /**
- * ``coach.list_sessions``: the caller's sessions, newest first.
+ * ``coach.list_sessions``: the caller's sessions, newest first (a branch names its
+ * parent, so a client can draw the tree).
  *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "ListSessionsRequest".
@@ -282,6 +283,14 @@ export interface SessionSummary {
   phases_total: number;
   current_agent: string | null;
   current_phase_id: string | null;
+  /**
+   * A branch's parent session.
+   */
+  parent_session_id: string | null;
+  /**
+   * The parent's phase it starts after.
+   */
+  branched_from_phase: string | null;
 }
 /**
  * ``coach.resume_session``: continue a session in this conversation.

@@ -83,7 +83,8 @@ SessionId = Field(min_length=1, max_length=64, description="A session id (32 hex
 
 
 class ListSessionsRequest(_Request):
-    """``coach.list_sessions``: the caller's sessions, newest first."""
+    """``coach.list_sessions``: the caller's sessions, newest first (a branch names its
+    parent, so a client can draw the tree)."""
 
     limit: int = Field(default=20, ge=1, le=100, description="Sessions at most.")
 
@@ -100,6 +101,8 @@ class SessionSummary(_Response):
     phases_total: int
     current_agent: str | None
     current_phase_id: str | None
+    parent_session_id: str | None = Field(description="A branch's parent session.")
+    branched_from_phase: str | None = Field(description="The parent's phase it starts after.")
 
 
 class ListSessionsResponse(_Response):
@@ -430,6 +433,8 @@ async def list_sessions(call: Call, request: ListSessionsRequest) -> ListSession
             phases_total=total,
             current_agent=s.current_agent,
             current_phase_id=s.current_phase_id,
+            parent_session_id=s.parent_session_id,
+            branched_from_phase=s.branched_from_phase,
         )
         for s in found[: request.limit]
     ]
