@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from livekit.agents import NOT_GIVEN, APIError, APIStatusError
 from livekit.agents.vad import VAD
 from livekit.plugins import openai, silero
 
 from .settings import Settings
+
+
+@dataclass(frozen=True)
+class VoiceModels:
+    """The model clients of a voice conversation: built once per worker process, in
+    ``prewarm``, so a job never builds them on its event loop (each builds an HTTP
+    client with its TLS context)."""
+
+    llm: openai.LLM
+    stt: openai.STT
+    tts: openai.TTS
+
+    @classmethod
+    def build(cls, settings: Settings) -> VoiceModels:
+        """Build the three clients (ConfigError when no LLM is configured)."""
+        return cls(build_llm(settings), build_stt(settings), build_tts(settings))
+
 
 OPENAI_URL = "https://api.openai.com/v1"
 _ATTEMPTS = re.compile(r"after (\d+) attempts")

@@ -20,9 +20,9 @@ from livekit.agents import (
 from livekit.agents.worker import _DefaultLoadCalc
 
 from ..errors import InvalidWrite
-from ..models import build_llm, build_stt, build_tts, load_vad
+from ..models import VoiceModels, load_vad
 from ..runtime import Runtime
-from ..settings import load_settings
+from ..settings import Settings, load_settings
 from ..store import check_identity
 from .health import DatabaseHealth
 from .room import RoomStateSink
@@ -34,8 +34,16 @@ AGENT_NAME = "coach"
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Load the VAD once per worker process, before jobs arrive."""
+    """Before a job arrives, once per job process: load the VAD and build the model
+    clients, so the job's event loop starts the conversation without building them."""
     proc.userdata["vad"] = load_vad()
+    proc.userdata["models"] = VoiceModels.build(load_settings())
+
+
+def voice_models(proc: JobProcess, settings: Settings) -> VoiceModels:
+    """The clients ``prewarm`` built (or, without a prewarm, built now)."""
+    models = proc.userdata.get("models")
+    return models if isinstance(models, VoiceModels) else VoiceModels.build(settings)
 
 
 class CoachServer(AgentServer):
@@ -134,12 +142,9 @@ async def entrypoint(ctx: JobContext) -> None:
     userdata = runtime.new_userdata(identity=identity, sink=sink)
     if identity is not None and isinstance(participant.name, str) and participant.name:
         userdata.user_name = participant.name
+    models = voice_models(ctx.proc, settings)
     session = runtime.new_session(
-        userdata,
-        llm=build_llm(settings),
-        stt=build_stt(settings),
-        tts=build_tts(settings),
-        vad=ctx.proc.userdata["vad"],
+        userdata, llm=models.llm, stt=models.stt, tts=models.tts, vad=ctx.proc.userdata["vad"]
     )
     end_job_on_model_failure(session, ctx)
     agent = (
