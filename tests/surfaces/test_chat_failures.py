@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import signal
 import sqlite3
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -306,3 +308,48 @@ async def test_a_stalled_postgresql_bounds_the_exit_and_counts_what_was_lost(
     assert code == EXIT_WRITES_LOST
     (line,) = err.getvalue().splitlines()
     assert "write(s) were not saved" in line and "cause: " in line
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+async def test_a_stop_signal_ends_the_chat_with_everything_said_stored(
+    tmp_path: Path, database_url: str, stop: signal.Signals
+) -> None:
+    replies = [
+        say("Hi! What would you like to design?"),
+        call("capture_design_challenge", challenge="Onboarding for a budgeting app."),
+        say("Got it: onboarding."),
+    ]
+    async with FakeOpenAIServer(replies) as server:
+        env = coach_env(
+            tmp_path,
+            COACH_DATABASE_URL=database_url,
+            COACH_LLM_BASE_URL=server.base_url,
+            COACH_LLM_MODEL="fake",
+            # Nothing commits on its own while the test runs: only a drain stores it.
+            COACH_RECORDER_COMMIT_INTERVAL="600",
+        )
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-m", "coach", "chat", "--user", "ada"),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=env["HOME"],
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        async with asyncio.timeout(60):
+            assert (await proc.stdout.readline()).startswith(b"coach> Hi!")
+            proc.stdin.write(b"Onboarding for my budgeting app\n")
+            await proc.stdin.drain()
+            while not (await proc.stdout.readline()).startswith(b"coach> Got it"):
+                pass
+        proc.send_signal(stop)  # stdin stays open: the chat is waiting for the next line
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == EXIT_OK, err.decode()
+    assert b"Traceback" not in err
+    conversation = await stored_conversation(database_url)
+    assert conversation[-2:] == [
+        ("user", "Onboarding for my budgeting app"),
+        ("assistant", "Got it: onboarding."),
+    ]

@@ -17,9 +17,10 @@ import contextlib
 import io
 import logging
 import queue
+import signal
 import sys
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TextIO
 
 from livekit.agents import APIError, llm
@@ -147,9 +148,11 @@ async def run_chat(
         session.on("conversation_item_added", transcript.on_item)
         session.on("function_tools_executed", transcript.on_tools)
         url = llm_url(settings)
-        try:
-            greeting = session.start(runtime.first_agent(userdata), capture_run=True)
-            answered &= await _answered(greeting, url, stderr)
+
+        async def converse() -> bool:
+            answered = await _answered(
+                session.start(runtime.first_agent(userdata), capture_run=True), url, stderr
+            )
             reader = LineReader(stdin, "you> ")
             while (line := await reader.read()) is not None:
                 said = line.strip()
@@ -157,6 +160,10 @@ async def run_chat(
                     break
                 if said:
                     answered &= await _answered(session.run(user_input=said), url, stderr)
+            return answered
+
+        try:
+            answered = await _until_terminated(converse())
         finally:
             await session.aclose()
     finally:
@@ -165,6 +172,29 @@ async def run_chat(
         print(f"coach: {losses}. What was saved is intact.", file=stderr)
         return EXIT_WRITES_LOST
     return EXIT_OK if answered else EXIT_MODEL_FAILED
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""``kill`` and a closed terminal: the chat stops as it does at end of input — the turn
+in progress is cut short, and everything said is stored before the process exits."""
+
+
+async def _until_terminated(conversation: Coroutine[Any, Any, bool]) -> bool:
+    """Run the conversation; a stop signal ends it early (then: True, nothing failed)."""
+    loop = asyncio.get_running_loop()
+    talk = asyncio.ensure_future(conversation)
+    for stop in STOP_SIGNALS:
+        loop.add_signal_handler(stop, talk.cancel)
+    try:
+        return await talk
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not talk.cancelled() or (current is not None and current.cancelling()):
+            raise  # cancelled from outside, not by a stop signal
+        return True
+    finally:
+        for stop in STOP_SIGNALS:
+            loop.remove_signal_handler(stop)
 
 
 async def _answered(turn: Awaitable[Any], url: str, err: TextIO) -> bool:
