@@ -13,7 +13,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 RECORDER_QUEUE: Final = Gauge(
     "coach_recorder_queue_depth",
-    "Writes queued and not yet committed",
+    "Writes queued and not yet committed (set by the writer task, off the voice turn)",
     multiprocess_mode="livesum",
 )
 COMMIT_LAG: Final = Histogram(

@@ -204,7 +204,6 @@ class Recorder:
         """Queue one write. Never blocks and never drops; see :meth:`wait_for_capacity`."""
         self._submitted += 1
         self._queue.append((self._submitted, time.monotonic(), op))
-        metrics.RECORDER_QUEUE.inc()
         if self.pending >= self._max_pending:
             self._capacity.clear()
         if len(self._queue) == 1 or len(self._queue) >= self._max_batch:
@@ -336,6 +335,7 @@ class Recorder:
                 continue
             batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._max_batch))]
             self._inflight_since = batch[0][1]
+            metrics.RECORDER_QUEUE.set(self.pending)
             try:
                 await self._write([op for _, _, op in batch])
             except Exception as exc:  # never let the writer die: every session depends on it
@@ -345,13 +345,13 @@ class Recorder:
                 logger.exception("recorder batch failed; %d write(s) dropped", len(batch))
             self._inflight_since = None
             done = time.monotonic()
-            metrics.RECORDER_QUEUE.dec(len(batch))
             metrics.BATCH_SIZE.observe(len(batch))
             for _, queued, _ in batch:
                 metrics.COMMIT_LAG.observe(done - queued)
             async with self._progress:
                 self._committed += len(batch)
                 self._progress.notify_all()
+            metrics.RECORDER_QUEUE.set(self.pending)
             if self.pending < self._max_pending:
                 self._capacity.set()
             self._maybe_log_stats()
@@ -383,6 +383,7 @@ class Recorder:
                 if not passing:
                     break
                 self._last_outage = _reason(exc)
+                metrics.RECORDER_QUEUE.set(self.pending)  # it grows while the database is away
                 logger.warning(
                     "database unavailable (%s); will retry in %.2f s",
                     self._last_outage,
