@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
@@ -438,13 +438,10 @@ async def list_sessions(call: Call, request: ListSessionsRequest) -> ListSession
         )
         for s in found[: request.limit]
     ]
-    more = len(found) > len(summaries)
-    while len(summaries) > 1 and _size(ListSessionsResponse(sessions=summaries, more=True)) > (
-        MAX_RESPONSE_BYTES
-    ):
-        summaries.pop()
-        more = True
-    return ListSessionsResponse(sessions=summaries, more=more)
+    room = MAX_RESPONSE_BYTES - _size(ListSessionsResponse(sessions=[], more=True))
+    kept = _fitting(summaries, room)
+    more = len(found) > kept
+    return ListSessionsResponse(sessions=summaries[:kept], more=more)
 
 
 @method("coach.get_phase_outputs", GetPhaseOutputsRequest, GetPhaseOutputsResponse)
@@ -487,8 +484,10 @@ async def get_session_conversation(
         entries, before = await _step_entries(call, request)
     else:
         entries, before = await _message_entries(call, request)
-    while len(entries) > 1 and _size(_page(request, entries, before)) > MAX_RESPONSE_BYTES:
-        entries.pop(0)  # the oldest goes to the next (older) page, which ends before:
+    room = MAX_RESPONSE_BYTES - _size(_page(request, [], _LONGEST_CURSOR))
+    kept = _fitting(entries[::-1], room)  # the newest; the rest go to the older page,
+    if kept < len(entries):  # which ends before the oldest kept
+        entries = entries[-kept:]
         before = entries[0].step if request.include_steps else entries[0].message_id
     if entries and _size(_page(request, entries, before)) > MAX_RESPONSE_BYTES:
         (only,) = entries
@@ -669,6 +668,21 @@ async def focus_item(call: Call, request: FocusRequest) -> FocusResponse:
 
 def _size(model: BaseModel) -> int:
     return len(model.model_dump_json().encode("utf-8"))
+
+
+_LONGEST_CURSOR: Final = 2**63 - 1
+"""The widest ``before`` an answer can carry: its envelope is sized with it."""
+
+
+def _fitting(items: Sequence[BaseModel], room: int) -> int:
+    """How many of ``items``, from the first, fit in ``room`` bytes as a JSON list's
+    elements (each serialized once); at least one — a lone item too large is cut."""
+    used = 0
+    for count, item in enumerate(items):
+        used += _size(item) + (1 if count else 0)  # the comma before it
+        if used > room and count:
+            return count
+    return len(items)
 
 
 __all__ = [
