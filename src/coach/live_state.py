@@ -57,6 +57,18 @@ def state_message(session_id: str, delta: Delta, zone: Zone | None, value: JSON 
     }
 
 
+def snapshot_message(state: LiveState) -> JSON:
+    """The JSON a frontend receives on topic ``coach.state``: all three zones at a step."""
+    return {
+        "type": "snapshot",
+        "session_id": state.session_id,
+        "step": state.step,
+        "data": state.data,
+        "template": state.template or None,
+        "view": state.view or None,
+    }
+
+
 class LiveState:
     """Data, template and view of the current session, and the turn that is changing them."""
 
@@ -90,6 +102,12 @@ class LiveState:
         self.template = dict(stored.template) if stored is not None else {}
         if stored is not None and stored.view:
             self.view = dict(stored.view)
+        self.publish_snapshot()
+
+    def publish_snapshot(self) -> None:
+        """Announce all three zones at the current step (the room's fresh read)."""
+        if self.sink is not None:
+            self.sink.publish(snapshot_message(self))
 
     def begin_turn(
         self, user_item_id: str | None, request: str | None, actor_id: str

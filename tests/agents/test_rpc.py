@@ -77,6 +77,7 @@ async def test_every_method_is_registered_and_answers_through_the_room(runtime: 
             "coach.focus",
             "coach.get_phase_outputs",
             "coach.get_session_conversation",
+            "coach.get_state",
             "coach.list_sessions",
             "coach.resume_session",
         ]

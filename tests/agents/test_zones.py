@@ -6,26 +6,35 @@ from typing import Any
 
 import pytest
 from livekit import rtc
+from pydantic import TypeAdapter
 
 from coach.runtime import Runtime
 from coach.state.board import BriefRenderer, RenderInput
-from coach.surfaces.room import RoomStateSink
+from coach.surfaces.room import RoomStateSink, StateMessage
 from coach.surfaces.rpc import invoke
 from coach.userdata import UserData
 from tests.fakes import ScriptedLLM, ToolCall, call, calls, say
 
 from .helpers import CHALLENGE
 
+CONTRACT: TypeAdapter[Any] = TypeAdapter(StateMessage)
+
 
 class Snapshots:
-    """A state sink that records each message with the three zones as they were then."""
+    """A state sink that checks each message against the stream's contract and records
+    each delta with the three zones as they were then (and the snapshots apart)."""
 
     def __init__(self, userdata_ref: list[UserData]) -> None:
         self.messages: list[dict[str, Any]] = []
+        self.snapshots: list[dict[str, Any]] = []
         self.zones: list[dict[str, str]] = []
         self._ref = userdata_ref
 
     def publish(self, message: dict[str, Any]) -> None:
+        CONTRACT.validate_python(json.loads(json.dumps(message)))
+        if message["type"] == "snapshot":
+            self.snapshots.append(message)
+            return
         state = self._ref[0].state
         self.messages.append(message)
         self.zones.append(
@@ -261,9 +270,14 @@ async def test_room_receives_state_messages_in_step_order(runtime: Runtime) -> N
     await session.aclose()
     await sink.aclose()
 
-    messages = [json.loads(text) for text, _, _ in output.texts]
+    sent = [json.loads(text) for text, _, _ in output.texts]
     assert {topic for _, _, topic in output.texts} == {"coach.state"}
     assert all(dest == ["zoe"] for _, dest, _ in output.texts)
+    # The new session is announced whole (step 0), then every change in step order.
+    assert sent[0]["type"] == "snapshot" and sent[0]["step"] == 0
+    assert sent[0]["session_id"] == session.userdata.session_id
+    messages = sent[1:]
+    assert {m["type"] for m in messages} == {"delta"}
     assert [m["step"] for m in messages] == list(range(1, len(messages) + 1))
     assert [m["delta"]["step"] for m in messages] == [m["step"] for m in messages]
     kinds = [(m["zone"], m["delta"]["path"]) for m in messages]
@@ -271,6 +285,36 @@ async def test_room_receives_state_messages_in_step_order(runtime: Runtime) -> N
     assert output.attributes[-1] == {"coach.agent": "strategist", "coach.phase": "empathize"}
     template = next(m for m in reversed(messages) if m["zone"] == "template")
     assert "Trust is low" in template["value"]["markdown"]
+
+
+async def test_a_fresh_read_arrives_whole_after_the_deltas_already_sent(runtime: Runtime) -> None:
+    output = FakeRoomOutput()
+    sink = RoomStateSink(output, "zoe")
+    session, model, _, _ = await strategist_session(runtime, sink=sink)
+    model.extend([call("add_insight", text="Trust is low"), say("Noted.")])
+    await session.run(user_input="Trust is low")
+    state = session.userdata.state
+
+    asking = rtc.RpcInvocationData("r1", "zoe", "{}", 5.0, "coach.get_state")
+    answer = json.loads(await invoke("coach.get_state", session.userdata, asking))
+    stranger = rtc.RpcInvocationData("r2", "mallory", "{}", 5.0, "coach.get_state")
+    with pytest.raises(rtc.RpcError) as refused:
+        await invoke("coach.get_state", session.userdata, stranger)
+    await session.aclose()
+    await sink.aclose()
+
+    assert refused.value.code == 403
+    assert answer == {"session_id": state.session_id, "step": state.step}
+    sent = [CONTRACT.validate_json(text).model_dump(mode="json") for text, _, _ in output.texts]
+    snapshot = sent[-1]  # queued behind every delta sent before it, none after
+    assert snapshot["type"] == "snapshot" and snapshot["step"] == state.step
+    assert [m["step"] for m in sent[:-1] if m["type"] == "delta"][-1] == state.step
+    assert (snapshot["data"], snapshot["template"], snapshot["view"]) == (
+        state.data,
+        state.template,
+        state.view,
+    )
+    assert [i["text"] for i in snapshot["data"]["insights"]] == ["Trust is low"]
 
 
 async def new_room_session(

@@ -1,6 +1,18 @@
 /* Generated from src/coach/surfaces/rpc.py by make rpc-types: do not edit. */
 
 /**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "JsonValue".
+ */
+export type JsonValue = unknown;
+/**
+ * A message on the text stream topic `coach.state`.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "StateMessage".
+ */
+export type StateMessage = StateDelta | StateSnapshot;
+/**
  * The code of an RpcError: 400 the payload is not JSON or does not match the method's request type; 403 the caller is not the session's owner (the participant this agent serves); 404 no such session of this user (unknown, malformed, foreign ids alike), or no such item; 409 the request conflicts with the session's state (e.g. resuming a completed session); 413 the payload is larger than 4096 bytes; 503 the database is unavailable; try again.
  *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
@@ -31,6 +43,10 @@ export interface CoachRpc {
   "coach.get_session_conversation": {
     request: GetSessionConversationRequest;
     response: GetSessionConversationResponse;
+  };
+  "coach.get_state": {
+    request: GetStateRequest;
+    response: GetStateResponse;
   };
   "coach.list_sessions": {
     request: ListSessionsRequest;
@@ -244,6 +260,29 @@ export interface ConversationEntry {
   truncated: boolean;
 }
 /**
+ * ``coach.get_state``: a fresh read of the board. The zones come on topic
+ * ``coach.state`` as a ``StateSnapshot``, queued behind the deltas already sent, so
+ * they are never a mix (and no answer has to fit the RPC limit).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetStateRequest".
+ */
+export interface GetStateRequest {}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetStateResponse".
+ */
+export interface GetStateResponse {
+  /**
+   * The session the snapshot is of.
+   */
+  session_id: string | null;
+  /**
+   * The snapshot's step.
+   */
+  step: number;
+}
+/**
  * ``coach.list_sessions``: the caller's sessions, newest first (a branch names its
  * parent, so a client can draw the tree).
  *
@@ -313,4 +352,221 @@ export interface ResumeSessionResponse {
   agent: "coach" | "strategist" | "evaluator";
   next_phase_id: string;
   challenge: string | null;
+}
+/**
+ * What was done: ``type`` (e.g. ``search``, ``navigate``), the tool and its parameters.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Action".
+ */
+export interface Action {
+  type: string;
+  tool: string | null;
+  params: {
+    [k: string]: JsonValue;
+  };
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Board".
+ */
+export interface Board {
+  challenge: string | null;
+  insights: BoardInsight[];
+  ideas: BoardIdea[];
+  evaluation: Evaluation | null;
+  search: Search;
+  /**
+   * The data paths this render reflects.
+   */
+  changed: string[];
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "BoardInsight".
+ */
+export interface BoardInsight {
+  id: string;
+  text: string;
+  focused: boolean;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "BoardIdea".
+ */
+export interface BoardIdea {
+  id: string;
+  title: string;
+  description: string;
+  selected: boolean;
+  focused: boolean;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Evaluation".
+ */
+export interface Evaluation {
+  desirability: number;
+  feasibility: number;
+  viability: number;
+  summary: string;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Search".
+ */
+export interface Search {
+  query: string | null;
+  results: SearchResult[];
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "SearchResult".
+ */
+export interface SearchResult {
+  kind: "insight" | "idea";
+  text: string;
+  /**
+   * The session it was found in.
+   */
+  session_id: string;
+}
+/**
+ * The design work: what the agents' tools write.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "DataZone".
+ */
+export interface DataZone {
+  challenge: string | null;
+  insights: Insight[];
+  ideas: Idea[];
+  selected_idea_id: string | null;
+  evaluation: Evaluation | null;
+  search: Search;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Insight".
+ */
+export interface Insight {
+  id: string;
+  text: string;
+  phase_id: string | null;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Idea".
+ */
+export interface Idea {
+  id: string;
+  title: string;
+  description: string;
+}
+/**
+ * A recorded delta: the spec plus the state step it produced (strictly increasing).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Delta".
+ */
+export interface Delta {
+  turn_id: string | null;
+  trigger: "user_query" | "user_action" | "system";
+  source: "llm" | "user" | "system";
+  actor_id: string | null;
+  delta_type: "add" | "update" | "remove";
+  path: string;
+  action: Action;
+  result: ResultMeta;
+  step: number;
+}
+/**
+ * What came of it: how many items (``0`` for an empty search) and which fields.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ResultMeta".
+ */
+export interface ResultMeta {
+  count: number | null;
+  fields: string[];
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Focus".
+ */
+export interface Focus {
+  kind: "insight" | "idea";
+  id: string;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "StackEntry".
+ */
+export interface StackEntry {
+  agent: string;
+  phase_id: string | null;
+}
+/**
+ * One change: its delta and the whole new value of the zone it changed (``zone``
+ * null: a delta that changed no zone, such as a search that found nothing).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "StateDelta".
+ */
+export interface StateDelta {
+  type: "delta";
+  session_id: string;
+  step: number;
+  zone: ("data" | "template" | "view") | null;
+  delta: Delta;
+  value: DataZone | TemplateZone | ViewZone | null;
+}
+/**
+ * The rendered brief, written after a turn that changed the data zone.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "TemplateZone".
+ */
+export interface TemplateZone {
+  markdown: string;
+  /**
+   * The user request of that turn.
+   */
+  request: string | null;
+  board: Board;
+}
+/**
+ * Where the user is: the agent, the phase, the focused item, where they have been.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ViewZone".
+ */
+export interface ViewZone {
+  agent: "coach" | "strategist" | "evaluator";
+  phase_id: string | null;
+  focus: Focus | null;
+  stack: StackEntry[];
+}
+/**
+ * The three zones at ``step``: apply deltas after that step only.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "StateSnapshot".
+ */
+export interface StateSnapshot {
+  type: "snapshot";
+  /**
+   * null: no design session yet.
+   */
+  session_id: string | null;
+  step: number;
+  data: DataZone;
+  /**
+   * null: nothing rendered yet.
+   */
+  template: TemplateZone | null;
+  /**
+   * null: no agent has taken the session yet.
+   */
+  view: ViewZone | null;
 }

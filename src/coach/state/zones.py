@@ -75,7 +75,10 @@ def zone_of(path: str) -> Zone | None:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Serialized, every field is present: the generated TypeScript types say so.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
 
 class Action(_Frozen):

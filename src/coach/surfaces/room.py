@@ -2,7 +2,12 @@
 (The RPC methods a frontend calls are in :mod:`.rpc`.)
 
 Messages are delivered in the order of their steps by one sender task per session;
-publishing never waits for the network or the database.
+publishing never waits for the network or the database. Two kinds travel on the topic
+(:data:`StateMessage`, the contract the TypeScript types are generated from): a
+:class:`StateDelta` per change, and a :class:`StateSnapshot` — all three zones at a
+step — whenever the conversation follows another session and when a client asks for a
+fresh read (``coach.get_state``). Because both go through the same queue, a client
+that applies deltas after the snapshot's step never sees a mix.
 """
 
 from __future__ import annotations
@@ -11,11 +16,144 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..state.zones import Delta
 
 logger = logging.getLogger("coach.room")
 
 STATE_TOPIC = "coach.state"
+
+
+# --- the contract: what a message on the topic holds ------------------------------------
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(frozen=True, json_schema_serialization_defaults_required=True)
+
+
+AgentKind = Literal["coach", "strategist", "evaluator"]
+ItemKind = Literal["insight", "idea"]
+
+
+class Insight(_Wire):
+    id: str
+    text: str
+    phase_id: str | None
+
+
+class Idea(_Wire):
+    id: str
+    title: str
+    description: str
+
+
+class Evaluation(_Wire):
+    desirability: int = Field(ge=1, le=5)
+    feasibility: int = Field(ge=1, le=5)
+    viability: int = Field(ge=1, le=5)
+    summary: str
+
+
+class SearchResult(_Wire):
+    kind: ItemKind
+    text: str
+    session_id: str = Field(description="The session it was found in.")
+
+
+class Search(_Wire):
+    query: str | None
+    results: list[SearchResult]
+
+
+class DataZone(_Wire):
+    """The design work: what the agents' tools write."""
+
+    challenge: str | None
+    insights: list[Insight]
+    ideas: list[Idea]
+    selected_idea_id: str | None
+    evaluation: Evaluation | None
+    search: Search
+
+
+class BoardInsight(_Wire):
+    id: str
+    text: str
+    focused: bool
+
+
+class BoardIdea(_Wire):
+    id: str
+    title: str
+    description: str
+    selected: bool
+    focused: bool
+
+
+class Board(_Wire):
+    challenge: str | None
+    insights: list[BoardInsight]
+    ideas: list[BoardIdea]
+    evaluation: Evaluation | None
+    search: Search
+    changed: list[str] = Field(description="The data paths this render reflects.")
+
+
+class TemplateZone(_Wire):
+    """The rendered brief, written after a turn that changed the data zone."""
+
+    markdown: str
+    request: str | None = Field(description="The user request of that turn.")
+    board: Board
+
+
+class Focus(_Wire):
+    kind: ItemKind
+    id: str
+
+
+class StackEntry(_Wire):
+    agent: str
+    phase_id: str | None
+
+
+class ViewZone(_Wire):
+    """Where the user is: the agent, the phase, the focused item, where they have been."""
+
+    agent: AgentKind
+    phase_id: str | None
+    focus: Focus | None
+    stack: list[StackEntry]
+
+
+class StateDelta(_Wire):
+    """One change: its delta and the whole new value of the zone it changed (``zone``
+    null: a delta that changed no zone, such as a search that found nothing)."""
+
+    type: Literal["delta"]
+    session_id: str
+    step: int = Field(ge=1)
+    zone: Literal["data", "template", "view"] | None
+    delta: Delta
+    value: DataZone | TemplateZone | ViewZone | None
+
+
+class StateSnapshot(_Wire):
+    """The three zones at ``step``: apply deltas after that step only."""
+
+    type: Literal["snapshot"]
+    session_id: str | None = Field(description="null: no design session yet.")
+    step: int = Field(ge=0)
+    data: DataZone
+    template: TemplateZone | None = Field(description="null: nothing rendered yet.")
+    view: ViewZone | None = Field(description="null: no agent has taken the session yet.")
+
+
+StateMessage = Annotated[StateDelta | StateSnapshot, Field(discriminator="type")]
+"""A message on topic ``coach.state``."""
 
 
 class RoomOutput(Protocol):

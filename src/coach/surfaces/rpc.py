@@ -27,7 +27,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from livekit import rtc
 from livekit.agents import AgentSession, llm
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 
 from ..agents.restore import resumed_agent
@@ -45,6 +45,7 @@ from ..state.view import focus
 from ..state.zones import Action, Zone
 from ..store import MessageRecord, SessionRecord, clean_text
 from ..userdata import UserData
+from .room import StateMessage
 
 logger = logging.getLogger("coach.rpc")
 
@@ -230,6 +231,17 @@ class FocusResponse(_Response):
     step: int | None = Field(description="The state step of the view change.")
 
 
+class GetStateRequest(_Request):
+    """``coach.get_state``: a fresh read of the board. The zones come on topic
+    ``coach.state`` as a ``StateSnapshot``, queued behind the deltas already sent, so
+    they are never a mix (and no answer has to fit the RPC limit)."""
+
+
+class GetStateResponse(_Response):
+    session_id: str | None = Field(description="The session the snapshot is of.")
+    step: int = Field(description="The snapshot's step.")
+
+
 # --- the registry ---------------------------------------------------------------------
 
 
@@ -344,6 +356,15 @@ def json_schema() -> dict[str, Any]:
         schema = model.model_json_schema(ref_template="#/$defs/{model}", mode=mode)
         defs.update(schema.pop("$defs", {}))
         defs[model.__name__] = schema
+    stream = TypeAdapter(StateMessage).json_schema(
+        ref_template="#/$defs/{model}", mode="serialization"
+    )
+    defs.update(stream.pop("$defs", {}))
+    defs["StateMessage"] = {
+        "title": "StateMessage",
+        "description": "A message on the text stream topic `coach.state`.",
+        **stream,
+    }
     for schema in defs.values():
         for field in schema.get("properties", {}).values():
             _untitled(field)
@@ -638,6 +659,14 @@ async def delete_session(call: Call, request: DeleteSessionRequest) -> DeleteSes
         )
     await call.userdata.store.delete_session(found.id)
     return DeleteSessionResponse(session_id=found.id)
+
+
+@method("coach.get_state", GetStateRequest, GetStateResponse)
+async def get_state(call: Call, request: GetStateRequest) -> GetStateResponse:
+    """Send a snapshot of the three zones on the state stream."""
+    state = call.userdata.state
+    state.publish_snapshot()
+    return GetStateResponse(session_id=state.session_id, step=state.step)
 
 
 @method("coach.focus", FocusRequest, FocusResponse)
