@@ -21,7 +21,7 @@ import {
   parseStateMessage,
   snapshotFromAnswer,
 } from "./state";
-import type { StateDelta } from "./stateTypes";
+import type { StateDelta } from "./rpc";
 
 function run(state: BoardState, ...actions: BoardAction[]): BoardState {
   return actions.reduce(boardReducer, state);

@@ -13,7 +13,7 @@ import type {
   StateSnapshot,
   TemplateZone,
   ViewZone,
-} from "./stateTypes";
+} from "./rpc";
 
 /** The three zones of one session at one step (a fresh read). */
 export interface Snapshot {

@@ -8,8 +8,9 @@ import type {
   StateSnapshot,
   TemplateZone,
   ViewZone,
-  Zone,
-} from "../src/stateTypes";
+} from "../src/rpc";
+
+type Zone = NonNullable<StateDelta["zone"]>;
 
 export const SESSION_A = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
 export const SESSION_B = "b0b1b2b3b4b5b6b7b8b9babbbcbdbebf";
