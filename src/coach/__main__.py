@@ -1,4 +1,5 @@
-"""``python -m coach``: the LiveKit worker commands plus chat, db, sessions and token."""
+"""``python -m coach``: the LiveKit worker commands plus chat, db, sessions, users, token
+and web."""
 
 from __future__ import annotations
 
@@ -74,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--identity", required=True)
     token.add_argument("--room", default="coach")
     token.add_argument("--name")
+    web = sub.add_parser("web", help="serve the browser client and the join tokens it needs")
+    web.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    web.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     for name, text in LIVEKIT_COMMANDS.items():
         sub.add_parser(name, help=text, add_help=False)
     return parser
@@ -182,6 +186,11 @@ def _dispatch(argv: Sequence[str]) -> int:
 
         print(make_token(settings, args.identity, args.room, name=args.name))
         return 0
+    if args.command == "web":
+        from .surfaces.web import run_web
+
+        _configure_logging(settings, quiet=False)
+        return run_web(settings, args.host, args.port)
     raise AssertionError(args.command)
 
 

@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     livekit_api_secret: SecretStr | None = Field(
         default=None, validation_alias="LIVEKIT_API_SECRET"
     )
+    public_livekit_url: str | None = None
+    """The LiveKit URL browsers connect to, when it is not ``LIVEKIT_URL`` (``web`` only;
+    e.g. a compose network's ``ws://livekit:7880`` is ``ws://localhost:7880`` outside)."""
 
     @property
     def is_embedded_sqlite(self) -> bool:

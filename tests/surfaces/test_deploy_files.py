@@ -40,6 +40,9 @@ def test_compose_describes_livekit_postgres_migrate_and_a_scalable_worker() -> N
     env = worker["environment"]
     assert env["COACH_DATABASE_URL"].startswith("postgresql+asyncpg://")
     assert "COACH_SECRET_KEY" in env and "LIVEKIT_URL" in env
+    web = services["web"]
+    assert web["command"][0] == "web" and "0.0.0.0" in web["command"]
+    assert web["environment"]["COACH_PUBLIC_LIVEKIT_URL"].startswith("ws://localhost:")
 
 
 def test_env_example_lists_every_setting() -> None:

@@ -19,7 +19,7 @@ def make_token(
     room: str,
     *,
     name: str | None = None,
-    ttl_hours: float = 6,
+    ttl: datetime.timedelta = datetime.timedelta(hours=6),
 ) -> str:
     """A LiveKit JWT for ``identity`` in ``room`` that dispatches the ``coach`` agent.
 
@@ -40,7 +40,7 @@ def make_token(
         api.AccessToken(key, secret)
         .with_identity(identity)
         .with_name(name or identity)
-        .with_ttl(datetime.timedelta(hours=ttl_hours))
+        .with_ttl(ttl)
         .with_grants(api.VideoGrants(room_join=True, room=room))
         .with_room_config(
             api.RoomConfiguration(agents=[api.RoomAgentDispatch(agent_name=AGENT_NAME)])

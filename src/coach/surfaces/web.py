@@ -1,0 +1,143 @@
+"""``python -m coach web``: the browser client, and the join tokens it asks for.
+
+Serves the built client (``web_client/``, shipped inside the package, so no Node.js is
+needed to run it) at ``/``, and mints join tokens at ``POST /api/token``:
+
+    request:  {"identity": "ada"}
+    answer:   {"server_url": ..., "participant_token": ..., "room_name": ..., "identity": ...}
+    refusal:  HTTP 400 / 413 with {"error": "one line"}
+
+Each token joins a new room (``coach-`` and 12 hex digits), dispatches the ``coach``
+agent there, and expires after :data:`TOKEN_TTL` (a token is needed only to join).
+Anyone who can reach this server can ask for any identity: it is the development
+setup. A production app mints tokens behind its own login, with the identity taken from
+the login — :func:`~coach.surfaces.token.make_token` is the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import signal
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from aiohttp import web
+
+from ..errors import CoachError, ConfigError
+from ..settings import Settings
+from .token import make_token
+
+logger = logging.getLogger("coach.web")
+
+CLIENT_DIR: Final = Path(__file__).with_name("web_client")
+"""The built client (``make web`` writes it; the package ships it)."""
+TOKEN_TTL: Final = timedelta(minutes=15)
+"""How long a minted token can be used to join."""
+MAX_BODY: Final = 4_096
+"""Bytes a token request may have."""
+
+_SETTINGS: Final = web.AppKey("settings", Settings)
+
+
+def web_app(settings: Settings, client_dir: Path = CLIENT_DIR) -> web.Application:
+    """The server's routes: the client's files and ``POST /api/token``.
+
+    Raises:
+        ConfigError: the LiveKit settings are missing, or the client is not built.
+    """
+    missing = [
+        name
+        for name, value in (
+            ("LIVEKIT_URL", settings.livekit_url),
+            ("LIVEKIT_API_KEY", settings.livekit_api_key),
+            ("LIVEKIT_API_SECRET", settings.livekit_api_secret),
+        )
+        if not value
+    ]
+    if missing:
+        raise ConfigError(
+            f"`web` needs {', '.join(missing)} in the environment or .env to mint join "
+            "tokens (for livekit-server --dev: ws://localhost:7880, devkey, secret)."
+        )
+    index = client_dir / "index.html"
+    if not index.is_file():
+        raise ConfigError(f"the web client is not built ({index} is missing): run `make web`.")
+
+    async def serve_index(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(index, headers={"Cache-Control": "no-cache"})
+
+    app = web.Application(client_max_size=MAX_BODY)
+    app[_SETTINGS] = settings
+    app.router.add_post("/api/token", mint_token)
+    app.router.add_get("/", serve_index)
+    app.router.add_static("/", client_dir)
+    app.on_response_prepare.append(_no_sniffing)
+    return app
+
+
+async def mint_token(request: web.Request) -> web.Response:
+    """``POST /api/token``: a join token for the identity in the JSON body."""
+    try:
+        body: Any = json.loads(await request.read())
+    except web.HTTPRequestEntityTooLarge:
+        return _refuse(413, f"The request is over {MAX_BODY} bytes.")
+    except (ValueError, RecursionError):
+        return _refuse(400, "The request is not JSON.")
+    identity = body.get("identity") if isinstance(body, dict) else None
+    if not isinstance(identity, str):
+        return _refuse(400, 'Send {"identity": "your name"}.')
+    room = f"coach-{secrets.token_hex(6)}"
+    settings = request.app[_SETTINGS]
+    try:
+        token = make_token(settings, identity, room, ttl=TOKEN_TTL)
+    except CoachError as exc:  # the identity rule, in its own words
+        return _refuse(400, " ".join(str(exc).split()))
+    logger.info("minted a join token", extra={"room": room})
+    return web.json_response(
+        {
+            "server_url": settings.public_livekit_url or settings.livekit_url,
+            "participant_token": token,
+            "room_name": room,
+            "identity": identity,
+        }
+    )
+
+
+def _refuse(status: int, error: str) -> web.Response:
+    return web.json_response({"error": error}, status=status)
+
+
+async def _no_sniffing(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["X-Content-Type-Options"] = "nosniff"
+
+
+def run_web(settings: Settings, host: str, port: int) -> int:
+    """Serve the client until SIGINT or SIGTERM; the exit code (0, or a ConfigError)."""
+    if not 0 < port < 65_536:
+        raise ConfigError(f"`web --port {port}`: a port is a number from 1 to 65535.")
+    livekit_url = settings.public_livekit_url or settings.livekit_url
+    asyncio.run(_serve(web_app(settings), host, port, livekit_url))
+    return 0
+
+
+async def _serve(app: web.Application, host: str, port: int, livekit_url: str | None) -> None:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as exc:
+            raise ConfigError(f"`web` cannot listen on {host}:{port}: {exc.strerror}.") from None
+        # Printed once the socket listens: a script may wait for this line.
+        print(f"coach web: open http://{host}:{port}/ (LiveKit {livekit_url})", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()

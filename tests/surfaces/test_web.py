@@ -1,0 +1,217 @@
+"""`python -m coach web`: the browser client's files and the join tokens it asks for."""
+
+import asyncio
+import json
+import re
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from livekit import api
+from pydantic import SecretStr
+
+from coach.errors import ConfigError
+from coach.settings import Settings
+from coach.surfaces.web import CLIENT_DIR, TOKEN_TTL, web_app
+
+from .test_chat_cli import coach, coach_env, tmp_cwd
+
+DEV_URL, DEV_KEY, DEV_SECRET = "ws://localhost:7880", "devkey", "secret"
+
+pytestmark = pytest.mark.filterwarnings("ignore:The HMAC key is")
+
+
+def dev_settings(**overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "livekit_url": DEV_URL,
+        "livekit_api_key": SecretStr(DEV_KEY),
+        "livekit_api_secret": SecretStr(DEV_SECRET),
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def client_dir(tmp_path: Path) -> Path:
+    """A built client in miniature: an index page and one hashed asset."""
+    built = tmp_path / "client"
+    (built / "assets").mkdir(parents=True)
+    (built / "index.html").write_text('<div id="root"></div><script src="assets/app-1a2b.js">')
+    (built / "assets" / "app-1a2b.js").write_text("console.log('coach')")
+    return built
+
+
+@pytest.fixture
+async def client(client_dir: Path) -> AsyncIterator[TestClient[aiohttp.web.Request, object]]:
+    async with TestClient(TestServer(web_app(dev_settings(), client_dir))) as test_client:
+        yield test_client
+
+
+async def test_a_token_joins_a_new_room_with_coach_dispatched(client: TestClient) -> None:  # type: ignore[type-arg]
+    before = time.time()
+    answer = await client.post("/api/token", json={"identity": "ada"})
+    assert answer.status == 200
+    body = await answer.json()
+    assert body["server_url"] == DEV_URL and body["identity"] == "ada"
+    assert re.fullmatch(r"coach-[0-9a-f]{12}", body["room_name"])
+
+    claims = api.TokenVerifier(DEV_KEY, DEV_SECRET).verify(body["participant_token"])
+    assert claims.identity == "ada"
+    assert claims.video.room_join is True and claims.video.room == body["room_name"]
+    assert [a.agent_name for a in claims.room_config.agents] == ["coach"]
+    token = json.loads(_payload(body["participant_token"]))
+    assert before + TOKEN_TTL.total_seconds() - 5 <= token["exp"] <= time.time() + 900 + 5
+
+    again = await (await client.post("/api/token", json={"identity": "ada"})).json()
+    assert again["room_name"] != body["room_name"]  # each connection gets its own room
+
+
+async def test_browsers_are_sent_to_the_public_livekit_url(client_dir: Path) -> None:
+    settings = dev_settings(public_livekit_url="wss://lk.example.com")
+    async with TestClient(TestServer(web_app(settings, client_dir))) as http:
+        body = await (await http.post("/api/token", json={"identity": "ada"})).json()
+    assert body["server_url"] == "wss://lk.example.com"
+
+
+def _payload(jwt: str) -> bytes:
+    import base64
+
+    part = jwt.split(".")[1]
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        ('{"identity": " ada"}', 400, "identity"),
+        ('{"identity": ""}', 400, "identity"),
+        ('{"identity": "a\\u0000b"}', 400, "identity"),
+        (json.dumps({"identity": "x" * 256}), 400, "identity"),
+        ('{"identity": 5}', 400, '{"identity": "your name"}'),
+        ('["ada"]', 400, '{"identity": "your name"}'),
+        ("identity=ada", 400, "not JSON"),
+        ("[" * 100_000, 413, "4096 bytes"),
+    ],
+)
+async def test_a_bad_token_request_is_refused_in_one_line(
+    client: TestClient,  # type: ignore[type-arg]
+    body: str,
+    status: int,
+    says: str,
+) -> None:
+    answer = await client.post(
+        "/api/token", data=body, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status == status
+    refusal = await answer.json()
+    assert set(refusal) == {"error"} and says in refusal["error"]
+    assert "\n" not in refusal["error"] and "Traceback" not in refusal["error"]
+
+
+async def test_the_client_files_are_served(client: TestClient) -> None:  # type: ignore[type-arg]
+    index = await client.get("/")
+    assert index.status == 200 and index.content_type == "text/html"
+    assert index.headers["Cache-Control"] == "no-cache"
+    assert '<div id="root">' in await index.text()
+    asset = await client.get("/assets/app-1a2b.js")
+    assert asset.status == 200 and "javascript" in asset.content_type
+    assert asset.headers["X-Content-Type-Options"] == "nosniff"
+    assert (await client.get("/assets/missing.js")).status == 404
+    assert (await client.get("/../pyproject.toml")).status in (403, 404)
+
+
+def test_the_package_ships_a_built_client() -> None:
+    index = (CLIENT_DIR / "index.html").read_text()
+    referenced = re.findall(r'(?:src|href)="\.?/?(assets/[^"]+)"', index)
+    assert referenced, index
+    for path in referenced:
+        assert (CLIENT_DIR / path).is_file(), path
+
+
+@pytest.mark.parametrize("missing", ["livekit_url", "livekit_api_key", "livekit_api_secret"])
+def test_web_without_livekit_settings_is_a_config_error(missing: str, client_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="LIVEKIT_"):
+        web_app(dev_settings(**{missing: None}), client_dir)
+
+
+def test_web_without_a_built_client_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="make web"):
+        web_app(dev_settings(), tmp_path)
+
+
+# --- the command, as a user runs it -----------------------------------------------------
+
+
+def web_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in coach_env(tmp_path).items() if not k.startswith("LIVEKIT_")}
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_web_without_keys_is_one_line(tmp_path: Path) -> None:
+    code, out, err = await coach("web", env=web_env(tmp_path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("coach: ") and "LIVEKIT_API_KEY" in err
+
+
+async def test_web_on_a_port_that_is_taken_is_one_line(tmp_path: Path) -> None:
+    env = web_env(tmp_path, LIVEKIT_URL=DEV_URL, LIVEKIT_API_KEY=DEV_KEY)
+    env["LIVEKIT_API_SECRET"] = DEV_SECRET
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = await coach("web", "--port", str(port), env=env)
+    assert code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in err.splitlines()[-1]
+    code, _, err = await coach("web", "--port", "70000", env=env)
+    assert code == 2 and "1 to 65535" in err
+
+
+@pytest.mark.slow
+async def test_web_serves_the_client_and_tokens_until_terminated(tmp_path: Path) -> None:
+    env = web_env(tmp_path)
+    (Path(tmp_cwd(env)) / ".env").write_text(
+        f"LIVEKIT_URL={DEV_URL}\nLIVEKIT_API_KEY={DEV_KEY}\nLIVEKIT_API_SECRET={DEV_SECRET}\n"
+    )
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "coach",
+        "web",
+        "--port",
+        str(port),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_cwd(env),
+    )
+    try:
+        assert proc.stdout is not None
+        banner = await asyncio.wait_for(proc.stdout.readline(), 60)  # printed once listening
+        assert f"http://127.0.0.1:{port}/" in banner.decode()
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
+            async with http.get("/") as index:
+                assert '<div id="root">' in await index.text()
+            answer = await http.post("/api/token", json={"identity": "ada"})
+            body = await answer.json()
+        claims = api.TokenVerifier(DEV_KEY, DEV_SECRET).verify(body["participant_token"])
+        assert claims.identity == "ada"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode()
