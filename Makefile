@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 LINT_PATHS := src tests migrations $(wildcard bench)
 
-.PHONY: run demo test lint format rpc-types bench clean
+.PHONY: run demo test web screenshots lint format rpc-types bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "coach needs Python 3.11 or newer")'
@@ -29,26 +29,37 @@ DEMO_DIR ?= .demo
 demo: $(STAMP)
 	$(PY) -m tests.fakes.demo --dir '$(DEMO_DIR)'
 
-# web/'s npm packages (Node.js and npm): the RPC types' generator, for now.
+# web/'s npm packages (Node.js and npm): the browser client, its tests, the RPC types.
 WEB_STAMP := web/node_modules/.installed-$(shell cksum web/package-lock.json | cut -d' ' -f1)
 
 $(WEB_STAMP): web/package.json web/package-lock.json
 	npm ci --prefix web --no-audit --no-fund --loglevel=error
 	@touch $@
 
-## test: the whole test suite (needs PostgreSQL on 127.0.0.1:5432, and Node.js for web/)
+## test: every test: Python (needs PostgreSQL on 127.0.0.1:5432), then the web client's
+##   unit and browser tests (Node.js, and Chromium at /usr/bin/chromium or $$CHROMIUM)
 test: $(STAMP) $(WEB_STAMP)
 	$(PY) -m pytest -q
+	npm run --prefix web --silent test
+
+## web: build the browser client into src/coach/surfaces/web_client (the package ships it)
+web: $(WEB_STAMP)
+	npm run --prefix web --silent build
+
+## screenshots: the browser tests' screenshots, saved into docs/screenshots for the README
+screenshots: $(WEB_STAMP)
+	SCREENSHOT_DIR='$(CURDIR)/docs/screenshots' npm run --prefix web --silent test:browser
 
 ## rpc-types: regenerate web/src/rpc.ts (and its schema) from the RPC models
 rpc-types: $(STAMP) $(WEB_STAMP)
 	$(PY) -m coach.surfaces.rpc > web/src/rpc.schema.json
 	npm run --prefix web --silent rpc-types
 
-lint: $(STAMP)
+lint: $(STAMP) $(WEB_STAMP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
 	$(PY) -m mypy
+	npm run --prefix web --silent typecheck
 
 format: $(STAMP)
 	$(PY) -m ruff check --fix $(LINT_PATHS)
