@@ -2,8 +2,12 @@
 
 import type { Snapshot } from "../src/state";
 import type {
+  ConversationEntry,
   DataZone,
   Delta,
+  ListSessionsResponse,
+  PhaseOutputView,
+  ResumeSessionResponse,
   StateDelta,
   StateSnapshot,
   TemplateZone,
@@ -127,4 +131,136 @@ export function snapshot(session_id: string | null, step: number, overrides: Par
 
 export function streamSnapshot(s: Snapshot): StateSnapshot {
   return { type: "snapshot", ...s };
+}
+
+// --- the sessions panel's fixtures ------------------------------------------------
+
+export function sessionsList(): ListSessionsResponse {
+  return {
+    more: false,
+    sessions: [
+      {
+        id: SESSION_B,
+        challenge: "How might we help commuters eat well? (lockers branch)",
+        status: "in_progress",
+        created_at: "2026-05-02T09:00:00Z",
+        updated_at: "2026-05-02T10:30:00Z",
+        phases_done: 3,
+        phases_total: 5,
+        current_agent: "strategist",
+        current_phase_id: "ideate",
+        parent_session_id: SESSION_A,
+        branched_from_phase: "define",
+      },
+      {
+        id: SESSION_A,
+        challenge: "How might we help commuters eat well?",
+        status: "in_progress",
+        created_at: "2026-05-01T08:00:00Z",
+        updated_at: "2026-05-01T09:15:00Z",
+        phases_done: 2,
+        phases_total: 5,
+        current_agent: "coach",
+        current_phase_id: "define",
+        parent_session_id: null,
+        branched_from_phase: null,
+      },
+      {
+        id: SESSION_C,
+        challenge: "Make the library quieter",
+        status: "completed",
+        created_at: "2026-04-20T08:00:00Z",
+        updated_at: "2026-04-21T17:45:00Z",
+        phases_done: 5,
+        phases_total: 5,
+        current_agent: null,
+        current_phase_id: null,
+        parent_session_id: null,
+        branched_from_phase: null,
+      },
+    ],
+  };
+}
+
+function phase(phase_id: string, phase_name: string, status: PhaseOutputView["status"], output: string | null): PhaseOutputView {
+  return {
+    phase_id,
+    phase_name,
+    status,
+    output,
+    error: null,
+    system_prompt: `You are the coach. Guide the user through the ${phase_name.toLowerCase()} phase.`,
+    user_input: `Challenge: help commuters eat well. Phase: ${phase_name}.`,
+    created_at: "2026-05-01T08:00:00Z",
+    updated_at: "2026-05-01T09:00:00Z",
+    truncated: [],
+  };
+}
+
+export function phasesFor(): Record<string, PhaseOutputView[]> {
+  const a = [
+    phase("empathize", "Empathize", "completed", "Two insights about rushed mornings."),
+    phase("define", "Define", "completed", "How might we help commuters eat well?"),
+    phase("ideate", "Ideate", "running", null),
+  ];
+  return { [SESSION_A]: a, [SESSION_B]: a, [SESSION_C]: [phase("empathize", "Empathize", "completed", "Noise at lunch.")] };
+}
+
+function message(i: number, role: "user" | "assistant", text: string): ConversationEntry {
+  return {
+    kind: "message",
+    role,
+    text,
+    tool: null,
+    is_error: null,
+    from_agent: null,
+    to_agent: null,
+    interrupted: false,
+    phase_id: "define",
+    message_id: i,
+    step: i * 10,
+    created_at: "2026-05-01T08:00:00Z",
+    truncated: false,
+  };
+}
+
+function step(i: number, kind: "tool_call" | "tool_output" | "handoff", extra: Partial<ConversationEntry>): ConversationEntry {
+  return {
+    kind,
+    role: null,
+    text: null,
+    tool: null,
+    is_error: null,
+    from_agent: null,
+    to_agent: null,
+    interrupted: false,
+    phase_id: "define",
+    message_id: null,
+    step: i,
+    created_at: null,
+    truncated: false,
+    ...extra,
+  };
+}
+
+/** 26 messages (message 1 … message 26) with tool steps and a handoff between the last ones. */
+export function conversationFor(): Record<string, ConversationEntry[]> {
+  const entries: ConversationEntry[] = [];
+  for (let i = 1; i <= 26; i++) {
+    entries.push(message(i, i % 2 ? "user" : "assistant", `message ${i}`));
+    if (i === 24) {
+      entries.push(step(i * 10 + 1, "tool_call", { tool: "add_idea", text: '{"title":"Breakfast lockers"}' }));
+      entries.push(step(i * 10 + 2, "tool_output", { tool: "add_idea", text: "added idea-1", is_error: false }));
+      entries.push(step(i * 10 + 3, "handoff", { from_agent: "coach", to_agent: "strategist" }));
+    }
+  }
+  return { [SESSION_A]: entries, [SESSION_B]: entries.slice(0, 4), [SESSION_C]: entries.slice(0, 2) };
+}
+
+export function resumeAnswers(): Record<string, ResumeSessionResponse | { error: string }> {
+  return {
+    [SESSION_A]: { session_id: SESSION_A, agent: "coach", next_phase_id: "ideate", challenge: "How might we help commuters eat well?" },
+    [SESSION_B]: { session_id: SESSION_B, agent: "strategist", next_phase_id: "ideate", challenge: null },
+    [SESSION_C]: { error: "That session is completed: branch it from one of its phases to carry on." },
+  };
 }

@@ -1,0 +1,171 @@
+import { expect, test } from "@playwright/test";
+import {
+  BRIEF,
+  data,
+  delta,
+  emptySearch,
+  fullData,
+  IDEAS,
+  INSIGHTS,
+  SESSION_A,
+  SESSION_B,
+  snapshot,
+  template,
+  view,
+} from "../fixtures";
+import { connect, expectBoardAt, pushState, rpcCalls, screenshot, setServerState } from "./helpers";
+
+test("the start screen asks for a name and shows the server's one-line error", async ({ page }) => {
+  await page.route("**/api/token", (route) =>
+    route.fulfill({ status: 400, contentType: "application/json", body: JSON.stringify({ error: "an identity is at most 64 characters" }) }),
+  );
+  await page.goto("/tests/harness/index.html");
+  await expect(page.getByLabel("Your name")).toBeFocused();
+  await screenshot(page, "start-screen");
+  await page.getByRole("button", { name: "Connect" }).click();
+  await expect(page.getByRole("alert")).toHaveText("Enter your name to start.");
+  await page.getByLabel("Your name").fill("x".repeat(80));
+  await page.getByRole("button", { name: "Connect" }).click();
+  await expect(page.getByRole("alert")).toHaveText("an identity is at most 64 characters");
+  await expect(page.getByRole("region", { name: "Design board" })).toHaveCount(0);
+});
+
+test("a server without LiveKit keys: its 503 line is shown", async ({ page }) => {
+  await page.route("**/api/token", (route) =>
+    route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ error: "LiveKit is not configured" }) }),
+  );
+  await page.goto("/tests/harness/index.html");
+  await page.getByLabel("Your name").fill("ada");
+  await page.getByRole("button", { name: "Connect" }).click();
+  await expect(page.getByRole("alert")).toHaveText("LiveKit is not configured");
+});
+
+test("scripted deltas render the board, with the agent and phase from attributes", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0); // the first fresh read
+  const board = page.getByTestId("board");
+  await expect(board.getByText("No challenge yet")).toBeVisible();
+
+  await pushState(
+    page,
+    delta(SESSION_A, 1, "data", data({ challenge: "How might we help commuters eat well?" })),
+    delta(SESSION_A, 2, "data", data({ challenge: "How might we help commuters eat well?", insights: INSIGHTS })),
+    delta(SESSION_A, 3, "data", data({ challenge: "How might we help commuters eat well?", insights: INSIGHTS, ideas: IDEAS })),
+    delta(SESSION_A, 4, "data", fullData()),
+    delta(SESSION_A, 5, "template", template(BRIEF)),
+    delta(SESSION_A, 6, "view", view({ agent: "strategist", phase_id: "ideate" })),
+  );
+  await expectBoardAt(page, SESSION_A, 6);
+  await expect(page.getByTestId("challenge")).toHaveText("How might we help commuters eat well?");
+  const insights = page.getByRole("list", { name: "Insights" });
+  await expect(insights.getByRole("button")).toHaveText([/Commuters skip breakfast/, /Parents plan meals/]);
+  const ideas = page.getByRole("list", { name: "Ideas" });
+  await expect(ideas.getByRole("button")).toHaveCount(2);
+  await expect(ideas.locator('[data-item-id="idea-1"]')).toHaveAttribute("data-selected", "true");
+  await expect(ideas.locator('[data-item-id="idea-1"]')).toContainText("Selected");
+  await expect(ideas.locator('[data-item-id="idea-2"]')).toHaveAttribute("data-selected", "false");
+  await expect(page.getByTestId("selected-idea")).toContainText("Breakfast lockers");
+  await expect(page.getByTestId("score-desirability")).toContainText("4/5");
+  await expect(page.getByTestId("score-feasibility")).toContainText("3/5");
+  await expect(page.getByTestId("score-viability")).toContainText("5/5");
+  await expect(page.getByTestId("evaluation")).toContainText("Loved by testers");
+  await expect(page.getByTestId("search")).toContainText("Coffee cart on the platform");
+  // The brief is rendered as markdown: headings, a list, bold.
+  const brief = page.locator(".brief .markdown");
+  await expect(brief.getByRole("heading", { name: "Design brief" })).toBeVisible();
+  await expect(brief.locator("ul > li")).toHaveText(["Breakfast lockers", "Sunday meal kits"]);
+  await expect(brief.locator("ol > li")).toHaveCount(2);
+  await expect(brief.locator("strong")).toHaveText("commuters");
+  // Agent and phase: the view zone until the participant's attributes say otherwise.
+  await expect(page.getByTestId("active-agent")).toContainText("Strategist");
+  await expect(page.getByTestId("active-phase")).toContainText("Ideate");
+  await page.evaluate(() => window.coachTest.fake.setAgentAttributes({ "coach.agent": "evaluator", "coach.phase": "evaluate", "lk.agent.state": "thinking" }));
+  await expect(page.getByTestId("active-agent")).toContainText("Evaluator");
+  await expect(page.getByTestId("active-phase")).toContainText("Evaluate");
+  await expect(page.getByTestId("agent-state")).toHaveText("Thinking");
+
+  // An empty search changes no zone: the old results stay, the step advances.
+  await pushState(page, emptySearch(SESSION_A, 7, "flying cars"));
+  await expectBoardAt(page, SESSION_A, 7);
+  await expect(page.getByTestId("search-empty")).toHaveText("Nothing found for “flying cars”.");
+  await expect(page.getByTestId("search")).toContainText("Coffee cart on the platform");
+  await page.evaluate(() => window.coachTest.fake.setAgentAttributes({ "lk.agent.state": "speaking" }));
+  await screenshot(page, "board");
+});
+
+test("a gap asks for a fresh read and shows the snapshot, never a mix; a duplicate is ignored", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0);
+  await pushState(page, delta(SESSION_A, 1, "data", data({ challenge: "Step one" })));
+  await expectBoardAt(page, SESSION_A, 1);
+  // The duplicate of step 1 changes nothing.
+  await pushState(page, delta(SESSION_A, 1, "data", data({ challenge: "A duplicate" })));
+  await pushState(page, delta(SESSION_A, 2, "data", data({ challenge: "Step two" })));
+  await expectBoardAt(page, SESSION_A, 2);
+  await expect(page.getByTestId("challenge")).toHaveText("Step two");
+  expect(await rpcCalls(page, "coach.get_state")).toHaveLength(1);
+
+  // Steps 3 and 4 are lost; 5 arrives. The server is at 4 now.
+  await setServerState(page, snapshot(SESSION_A, 4, { data: data({ challenge: "Step four", insights: INSIGHTS }) }));
+  await page.evaluate(() => window.coachTest.fake.hold("coach.get_state"));
+  await pushState(page, delta(SESSION_A, 5, "data", data({ challenge: "Step five", insights: INSIGHTS, ideas: IDEAS })));
+  await expect.poll(async () => (await rpcCalls(page, "coach.get_state")).length).toBe(2);
+  // While the read is in flight, the board still shows step 2 whole.
+  await expectBoardAt(page, SESSION_A, 2);
+  await expect(page.getByTestId("challenge")).toHaveText("Step two");
+  await page.evaluate(() => window.coachTest.fake.release("coach.get_state"));
+  await expectBoardAt(page, SESSION_A, 5);
+  await expect(page.getByTestId("challenge")).toHaveText("Step five");
+  await expect(page.getByRole("list", { name: "Ideas" }).getByRole("button")).toHaveCount(2);
+  expect(await rpcCalls(page, "coach.get_state")).toHaveLength(2);
+});
+
+test("a resume switches the session: the new one's deltas wait for its snapshot", async ({ page }) => {
+  await connect(page, { query: "?state=stream" });
+  await expectBoardAt(page, SESSION_A, 0);
+  await pushState(page, delta(SESSION_A, 1, "data", data({ challenge: "Session A" })));
+  await expect(page.getByTestId("challenge")).toHaveText("Session A");
+  await setServerState(page, snapshot(SESSION_B, 8, { data: data({ challenge: "Session B", ideas: IDEAS }), view: view({ agent: "strategist" }) }));
+  await pushState(page, delta(SESSION_B, 9, "data", data({ challenge: "Session B, step 9", ideas: IDEAS })));
+  await expectBoardAt(page, SESSION_B, 9);
+  await expect(page.getByTestId("challenge")).toHaveText("Session B, step 9");
+  await expect(page.getByTestId("active-agent")).toContainText("Strategist");
+});
+
+test("a reconnect reads the board afresh", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0);
+  await setServerState(page, snapshot(SESSION_A, 3, { data: fullData() }));
+  await page.evaluate(() => window.coachTest.fake.reconnect());
+  await expectBoardAt(page, SESSION_A, 3);
+  await expect(page.getByTestId("challenge")).toHaveText("How might we help commuters eat well?");
+});
+
+test("the board waits for the agent before its first read", async ({ page }) => {
+  await connect(page, { query: "?agent=none" });
+  await expect(page.getByText("Waiting for the coach to share the board")).toBeVisible();
+  await expect(page.getByTestId("agent-state")).toHaveText("Waiting for the coach");
+  expect(await rpcCalls(page)).toHaveLength(0);
+  await setServerState(page, snapshot(SESSION_A, 2, { data: data({ challenge: "Joined" }) }));
+  await page.evaluate(() => window.coachTest.fake.setAgent({ identity: "agent-coach", attributes: { "lk.agent.state": "listening" } }));
+  await expect(page.getByTestId("challenge")).toHaveText("Joined");
+  await expect(page.getByTestId("agent-state")).toHaveText("Listening");
+});
+
+test("clicking an idea sends coach.focus with its id; the view delta highlights it", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0);
+  await pushState(page, delta(SESSION_A, 1, "data", fullData()));
+  const idea = page.locator('[data-item-id="idea-2"]');
+  await idea.click();
+  await expect.poll(async () => (await rpcCalls(page, "coach.focus")).map((c) => c.request)).toEqual([{ item: "idea-2" }]);
+  await expect(idea).toHaveAttribute("aria-pressed", "false"); // the server decides
+  await pushState(page, delta(SESSION_A, 2, "view", view({ focus: { kind: "idea", id: "idea-2" } }), { trigger: "user_action", source: "user", path: "view.focus" }));
+  await expect(idea).toHaveAttribute("aria-pressed", "true");
+  await expect(idea).toHaveClass(/focused/);
+  // An insight too; an error is one line.
+  await page.evaluate(() => window.coachTest.fake.failNext.set("coach.focus", "no such item"));
+  await page.locator('[data-item-id="ins-1"]').click();
+  await expect(page.getByTestId("focus-error")).toHaveText("no such item");
+  expect((await rpcCalls(page, "coach.focus")).map((c) => c.request)).toEqual([{ item: "idea-2" }, { item: "ins-1" }]);
+});

@@ -1,0 +1,288 @@
+// A scripted CoachRoom for the browser tests: text streams, the agent's attributes and
+// connection events are pushed by the test; RPCs are answered from fixtures and recorded.
+
+import type { Snapshot } from "../src/state";
+import type {
+  AgentInfo,
+  CoachRoom,
+  ConnectionStatus,
+  IncomingText,
+  TextStreamHandler,
+  Unsubscribe,
+} from "../src/room";
+import type {
+  ConversationEntry,
+  ListSessionsResponse,
+  PhaseOutputView,
+  ResumeSessionResponse,
+} from "../src/rpc";
+
+export interface FakeFixtures {
+  sessions: ListSessionsResponse;
+  /** By session id. */
+  phases: Record<string, PhaseOutputView[]>;
+  /** By session id: the whole conversation with its steps, oldest first. */
+  conversation: Record<string, ConversationEntry[]>;
+  /** By session id: an answer, or an error's one line. */
+  resume: Record<string, ResumeSessionResponse | { error: string }>;
+  /** What coach.get_state reads. */
+  state: Snapshot;
+  /** "answer": the zones come in the RPC answer; "stream": as a snapshot on coach.state. */
+  getStateMode: "answer" | "stream";
+}
+
+export interface RpcCall {
+  method: string;
+  request: unknown;
+}
+
+class FakeStream implements IncomingText {
+  private readonly queue: string[] = [];
+  private done = false;
+  private wake: (() => void) | null = null;
+  private attrs: Record<string, string>;
+
+  constructor(
+    readonly streamId: string,
+    readonly topic: string,
+    readonly senderIdentity: string,
+    attributes: Record<string, string>,
+  ) {
+    this.attrs = { ...attributes };
+  }
+
+  attributes(): Record<string, string> {
+    return { ...this.attrs };
+  }
+
+  write(text: string): void {
+    this.queue.push(text);
+    this.wake?.();
+  }
+
+  close(trailer: Record<string, string> = {}): void {
+    this.attrs = { ...this.attrs, ...trailer };
+    this.done = true;
+    this.wake?.();
+  }
+
+  async *chunks(): AsyncIterable<string> {
+    for (;;) {
+      if (this.queue.length) {
+        yield this.queue.shift()!;
+        continue;
+      }
+      if (this.done) return;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+      this.wake = null;
+    }
+  }
+}
+
+export class FakeRoom implements CoachRoom {
+  localIdentity = "";
+  readonly roomName = "coach-test";
+  readonly calls: RpcCall[] = [];
+  readonly sent: Array<{ topic: string; text: string }> = [];
+  /** The next call of a method fails with this one line. */
+  readonly failNext = new Map<string, string>();
+  /** Calls of these methods wait until `release(method)`. */
+  readonly held = new Map<string, Array<() => void>>();
+  readonly holding = new Set<string>();
+
+  private readonly handlers = new Map<string, TextStreamHandler>();
+  private readonly early = new Map<string, FakeStream[]>();
+  private readonly streams = new Map<string, FakeStream>();
+  private readonly agentListeners = new Set<(agent: AgentInfo | null) => void>();
+  private readonly statusListeners = new Set<(status: ConnectionStatus) => void>();
+  private readonly reconnectListeners = new Set<() => void>();
+  private currentAgent: AgentInfo | null;
+  private currentStatus: ConnectionStatus = "connected";
+  private mic = true;
+  private streamCount = 0;
+
+  constructor(
+    public fixtures: FakeFixtures,
+    agent: AgentInfo | null = { identity: "agent-coach", attributes: { "lk.agent.state": "listening" } },
+  ) {
+    this.currentAgent = agent;
+  }
+
+  // --- CoachRoom ------------------------------------------------------------
+
+  onTextStream(topic: string, handler: TextStreamHandler): Unsubscribe {
+    this.handlers.set(topic, handler);
+    for (const stream of this.early.get(topic) ?? []) handler(stream);
+    this.early.delete(topic);
+    return () => {
+      if (this.handlers.get(topic) === handler) this.handlers.delete(topic);
+    };
+  }
+
+  async sendText(text: string, topic: string): Promise<void> {
+    this.sent.push({ topic, text });
+  }
+
+  async performRpc(destinationIdentity: string, method: string, payload: string): Promise<string> {
+    const request: unknown = JSON.parse(payload);
+    this.calls.push({ method, request });
+    if (destinationIdentity !== this.currentAgent?.identity) throw new Error("Recipient not found");
+    if (this.holding.has(method)) {
+      await new Promise<void>((resolve) => this.held.set(method, [...(this.held.get(method) ?? []), resolve]));
+    }
+    const failure = this.failNext.get(method);
+    if (failure !== undefined) {
+      this.failNext.delete(method);
+      throw new Error(failure);
+    }
+    return JSON.stringify(this.answer(method, request as Record<string, unknown>));
+  }
+
+  agent(): AgentInfo | null {
+    return this.currentAgent;
+  }
+
+  onAgentChange(listener: (agent: AgentInfo | null) => void): Unsubscribe {
+    this.agentListeners.add(listener);
+    return () => this.agentListeners.delete(listener);
+  }
+
+  status(): ConnectionStatus {
+    return this.currentStatus;
+  }
+
+  onStatusChange(listener: (status: ConnectionStatus) => void): Unsubscribe {
+    this.statusListeners.add(listener);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  onReconnected(listener: () => void): Unsubscribe {
+    this.reconnectListeners.add(listener);
+    return () => this.reconnectListeners.delete(listener);
+  }
+
+  microphoneEnabled(): boolean {
+    return this.mic;
+  }
+
+  async setMicrophoneEnabled(enabled: boolean): Promise<void> {
+    this.mic = enabled;
+  }
+
+  async disconnect(): Promise<void> {
+    this.setStatus("disconnected");
+  }
+
+  // --- what a test does -------------------------------------------------------
+
+  /** Open a text stream; write to it and close it by its id. */
+  openStream(topic: string, sender: string, attributes: Record<string, string> = {}): string {
+    this.streamCount += 1;
+    const id = `stream-${this.streamCount}`;
+    const stream = new FakeStream(id, topic, sender, attributes);
+    this.streams.set(id, stream);
+    const handler = this.handlers.get(topic);
+    if (handler) handler(stream);
+    else this.early.set(topic, [...(this.early.get(topic) ?? []), stream]);
+    return id;
+  }
+
+  write(streamId: string, text: string): void {
+    this.streams.get(streamId)?.write(text);
+  }
+
+  close(streamId: string, trailer: Record<string, string> = {}): void {
+    this.streams.get(streamId)?.close(trailer);
+    this.streams.delete(streamId);
+  }
+
+  /** A whole text stream at once. */
+  sendStream(topic: string, sender: string, text: string, attributes: Record<string, string> = {}): void {
+    const id = this.openStream(topic, sender, attributes);
+    this.write(id, text);
+    this.close(id);
+  }
+
+  /** One coach.state message, from the agent. */
+  pushState(message: unknown): void {
+    this.sendStream("coach.state", this.currentAgent?.identity ?? "agent-coach", JSON.stringify(message));
+  }
+
+  setAgent(agent: AgentInfo | null): void {
+    this.currentAgent = agent;
+    for (const listener of this.agentListeners) listener(agent);
+  }
+
+  setAgentAttributes(attributes: Record<string, string>): void {
+    if (!this.currentAgent) return;
+    this.setAgent({ ...this.currentAgent, attributes: { ...this.currentAgent.attributes, ...attributes } });
+  }
+
+  setStatus(status: ConnectionStatus): void {
+    this.currentStatus = status;
+    for (const listener of this.statusListeners) listener(status);
+  }
+
+  /** The connection dropped and came back. */
+  reconnect(): void {
+    this.setStatus("reconnecting");
+    this.setStatus("connected");
+    for (const listener of this.reconnectListeners) listener();
+  }
+
+  hold(method: string): void {
+    this.holding.add(method);
+  }
+
+  release(method: string): void {
+    this.holding.delete(method);
+    for (const resolve of this.held.get(method) ?? []) resolve();
+    this.held.delete(method);
+  }
+
+  private answer(method: string, request: Record<string, unknown>): unknown {
+    const f = this.fixtures;
+    const sessionId = typeof request["session_id"] === "string" ? request["session_id"] : "";
+    switch (method) {
+      case "coach.get_state": {
+        const s = f.state;
+        if (f.getStateMode === "stream") {
+          // The zones follow on the stream, after the answer.
+          setTimeout(() => this.pushState({ type: "snapshot", ...s }), 30);
+          return { session_id: s.session_id, step: s.step };
+        }
+        return s;
+      }
+      case "coach.focus":
+        return { ok: true, step: null };
+      case "coach.list_sessions":
+        return f.sessions;
+      case "coach.get_phase_outputs": {
+        const phases = f.phases[sessionId];
+        if (!phases) throw new Error("no such session");
+        const prompts = request["include_prompts"] === true;
+        return {
+          session_id: sessionId,
+          phases: phases.map((p) => (prompts ? p : { ...p, system_prompt: null, user_input: null })),
+        };
+      }
+      case "coach.get_session_conversation": {
+        const all = f.conversation[sessionId];
+        if (!all) throw new Error("no such session");
+        const entries = request["include_steps"] === true ? all : all.filter((e) => e.kind === "message");
+        const limit = typeof request["limit"] === "number" ? request["limit"] : 50;
+        const end = typeof request["before"] === "number" ? request["before"] : entries.length;
+        const start = Math.max(0, end - limit);
+        return { session_id: sessionId, entries: entries.slice(start, end), before: start > 0 ? start : null };
+      }
+      case "coach.resume_session": {
+        const answer = f.resume[sessionId];
+        if (!answer) throw new Error("no such session");
+        if ("error" in answer) throw new Error(answer.error);
+        return answer;
+      }
+      default:
+        throw new Error(`unknown method ${method}`);
+    }
+  }
+}
