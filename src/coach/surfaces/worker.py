@@ -16,6 +16,7 @@ from livekit.agents import (
     CloseReason,
     JobContext,
     JobProcess,
+    room_io,
 )
 from livekit.agents.worker import _DefaultLoadCalc
 
@@ -44,6 +45,15 @@ def voice_models(proc: JobProcess, settings: Settings) -> VoiceModels:
     """The clients ``prewarm`` built (or, without a prewarm, built now)."""
     models = proc.userdata.get("models")
     return models if isinstance(models, VoiceModels) else VoiceModels.build(settings)
+
+
+def room_options(proc: JobProcess) -> room_io.RoomOptions:
+    """How the session uses the job's room: LiveKit's defaults (audio in and out, typed
+    input on ``lk.chat``, transcripts out), unless the process holds other options under
+    ``"room_options"``. ``prewarm`` never sets them; the entrypoint's tests set text-only
+    options, because a room without a server carries no audio tracks to play or hear."""
+    options = proc.userdata.get("room_options")
+    return options if isinstance(options, room_io.RoomOptions) else room_io.RoomOptions()
 
 
 class CoachServer(AgentServer):
@@ -152,5 +162,5 @@ async def entrypoint(ctx: JobContext) -> None:
         if identity is None
         else await runtime.room_agent(userdata, ctx.room.name)
     )
-    await session.start(agent=agent, room=ctx.room)
+    await session.start(agent=agent, room=ctx.room, room_options=room_options(ctx.proc))
     register_all(ctx.room.local_participant, userdata, session)
