@@ -12,6 +12,9 @@ import pytest
 from aiohttp import web
 from livekit import api
 
+from coach.persistence import current_revision
+from coach.persistence.migrate import head_revision
+
 from .test_chat_cli import coach, coach_env, tmp_cwd
 
 DEV_KEY, DEV_SECRET = "devkey", "secret"  # what livekit-server --dev uses
@@ -150,6 +153,10 @@ async def test_start_registers_with_the_server_and_keys_from_dotenv(tmp_path: Pa
     assert api.TokenVerifier(DEV_KEY, DEV_SECRET).verify(token).video.agent
     assert proc.returncode == 0, err
     assert b"Warning" not in err and b"Warning" not in out
+    # The embedded SQLite file is migrated before any job: otherwise the worker would
+    # report itself full (health) and never be given the job that migrates it.
+    assert await current_revision(env["COACH_DATABASE_URL"]) == head_revision()
+    assert b"cannot be used" not in err
 
 
 @pytest.mark.slow

@@ -121,6 +121,21 @@ def _preflight(command: str, options: list[str], settings: Settings) -> None:
     if command == "connect" and room and url and key and secret:
         # (without --room, LiveKit's CLI says what is missing itself)
         _check_reachable(url, key, secret, room)
+    if settings.is_embedded_sqlite:
+        _migrate_embedded(settings)
+
+
+def _migrate_embedded(settings: Settings) -> None:
+    """Migrate an embedded SQLite file now, not at the first job: a worker reports itself
+    full while its database is not migrated (:mod:`.health`), so on a new file it would
+    never be given the job that migrates it."""
+    from ..persistence.migrate import upgrade_sync
+
+    try:
+        upgrade_sync(settings.database_url, secret=settings.memory_secret)
+    except Exception as exc:  # a path that cannot be written, a file that is not SQLite
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"cannot prepare the database {settings.database_url}: {reason}") from None
 
 
 def _check_reachable(url: str, key: str, secret: str, room: str) -> None:
