@@ -124,4 +124,3 @@ def warm_process() -> None:
     EOT()
     gc.collect()
     gc.freeze()
-

@@ -135,7 +135,8 @@ def _migrate_embedded(settings: Settings) -> None:
         upgrade_sync(settings.database_url, secret=settings.memory_secret)
     except Exception as exc:  # a path that cannot be written, a file that is not SQLite
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"cannot prepare the database {settings.database_url}: {reason}") from None
+        where = settings.database_url
+        raise ConfigError(f"cannot prepare the database {where}: {reason}") from None
 
 
 def _check_reachable(url: str, key: str, secret: str, room: str) -> None:
