@@ -21,7 +21,7 @@ from livekit.agents import (
 from livekit.agents.worker import _DefaultLoadCalc
 
 from ..errors import InvalidWrite
-from ..models import VoiceModels, load_vad
+from ..models import VoiceModels, load_vad, warm_process
 from ..runtime import Runtime
 from ..settings import Settings, load_settings
 from ..store import check_identity
@@ -35,10 +35,12 @@ AGENT_NAME = "coach"
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Before a job arrives, once per job process: load the VAD and build the model
-    clients, so the job's event loop starts the conversation without building them."""
+    """Before a job arrives, once per job process: load the VAD, build the model clients
+    and pay the process's other one-time costs (:func:`~coach.models.warm_process`), so
+    the job's event loop starts the conversation without them."""
     proc.userdata["vad"] = load_vad()
     proc.userdata["models"] = VoiceModels.build(load_settings())
+    warm_process()
 
 
 def voice_models(proc: JobProcess, settings: Settings) -> VoiceModels:
