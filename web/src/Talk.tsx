@@ -16,7 +16,7 @@ const STATE_LABEL: Record<string, string> = {
 /** Bars that follow the agent's state, for a room without audio tracks (the same markup as BarVisualizer's). */
 export function StateBars({ state }: { state: AgentState | null }) {
   return (
-    <div className="visualizer lk-audio-bar-visualizer" data-lk-va-state={state ?? "disconnected"}>
+    <div className="visualizer state-bars lk-audio-bar-visualizer" data-lk-va-state={state ?? "disconnected"}>
       {Array.from({ length: 7 }, (_, i) => (
         <span key={i} className="lk-audio-bar" style={{ animationDelay: `${i * 90}ms` }} />
       ))}

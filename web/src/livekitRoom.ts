@@ -117,6 +117,7 @@ export class LivekitCoachRoom implements CoachRoom {
   private readonly statusListeners = new Set<(status: ConnectionStatus) => void>();
   private readonly reconnectListeners = new Set<() => void>();
   private readonly detach: Array<() => void> = [];
+  private closed = false;
 
   constructor(room: Room, topics: string[]) {
     this.livekitRoom = room;
@@ -165,7 +166,7 @@ export class LivekitCoachRoom implements CoachRoom {
   }
 
   onTextStream(topic: string, handler: TextStreamHandler): Unsubscribe {
-    if (!this.detach.length) throw new Error("room closed");
+    if (this.closed) return () => {};
     this.handlers.set(topic, handler);
     const early = this.early.get(topic) ?? [];
     this.early.delete(topic);
@@ -228,6 +229,7 @@ export class LivekitCoachRoom implements CoachRoom {
 
   /** Drop the handlers and listeners (after a disconnect or a failed connect). */
   close(): void {
+    this.closed = true;
     for (const undo of this.detach.splice(0)) undo();
     this.handlers.clear();
     this.early.clear();

@@ -89,7 +89,22 @@ test("scripted deltas render the board, with the agent and phase from attributes
   await expectBoardAt(page, SESSION_A, 7);
   await expect(page.getByTestId("search-empty")).toHaveText("Nothing found for “flying cars”.");
   await expect(page.getByTestId("search")).toContainText("Coffee cart on the platform");
-  await page.evaluate(() => window.coachTest.fake.setAgentAttributes({ "lk.agent.state": "speaking" }));
+  await page.evaluate(() => {
+    const fake = window.coachTest.fake;
+    fake.setAgentAttributes({ "lk.agent.state": "speaking" });
+    const turns: Array<[string, string, string]> = [
+      ["ada", "SG_1", "I'd like to help commuters eat better in the morning."],
+      ["agent-coach", "SG_2", "Good challenge. What did you notice about their mornings?"],
+      ["ada", "SG_3", "They skip breakfast when the train is late."],
+      ["agent-coach", "SG_4", "I've added that as an insight. Shall we look for ideas?"],
+      ["ada", "SG_5", "Yes — and search past work for breakfast."],
+    ];
+    for (const [who, id, text] of turns) {
+      fake.sendStream("lk.transcription", who, text, { "lk.segment_id": id, "lk.transcription_final": "true" });
+    }
+    fake.sendStream("lk.transcription", "agent-coach", "Here is how the ideas compare", { "lk.segment_id": "SG_6", "lk.transcription_final": "false" });
+  });
+  await expect(page.getByRole("list", { name: "Transcript" }).locator("li.turn")).toHaveCount(6);
   await screenshot(page, "board");
 });
 

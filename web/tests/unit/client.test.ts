@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { fetchToken } from "../../src/livekitRoom";
+import { errorLine } from "../../src/rpcClient";
+import { sessionTree } from "../../src/Sessions";
+import { SESSION_A, SESSION_B, SESSION_C, sessionsList } from "../fixtures";
+
+function fakeFetch(status: number, body: string | null): typeof fetch {
+  return (async (_url: RequestInfo | URL, init?: RequestInit) => {
+    expect(init?.method).toBe("POST");
+    expect(JSON.parse(String(init?.body))).toEqual({ identity: "ada" });
+    return new Response(body, { status, headers: { "content-type": "application/json" } });
+  }) as typeof fetch;
+}
+
+describe("fetchToken", () => {
+  it("returns the server's answer", async () => {
+    const answer = { server_url: "wss://lk", participant_token: "t", room_name: "coach-1", identity: "ada" };
+    await expect(fetchToken("ada", fakeFetch(200, JSON.stringify(answer)))).resolves.toEqual(answer);
+  });
+
+  it("a refusal is the server's one line (400, 503)", async () => {
+    await expect(fetchToken("ada", fakeFetch(400, '{"error":"an identity has no spaces"}'))).rejects.toThrow(
+      "an identity has no spaces",
+    );
+    await expect(fetchToken("ada", fakeFetch(503, '{"error":"LiveKit keys are missing"}'))).rejects.toThrow(
+      "LiveKit keys are missing",
+    );
+  });
+
+  it("an answer that is not the server's says so", async () => {
+    await expect(fetchToken("ada", fakeFetch(502, "<html>bad gateway</html>"))).rejects.toThrow("The server answered 502.");
+    await expect(fetchToken("ada", fakeFetch(200, "{}"))).rejects.toThrow("The server's answer has no token.");
+    const offline = (async () => {
+      throw new TypeError("Failed to fetch");
+    }) as typeof fetch;
+    await expect(fetchToken("ada", offline)).rejects.toThrow("The server cannot be reached.");
+  });
+});
+
+describe("errorLine", () => {
+  it("is the first non-empty line of the message", () => {
+    expect(errorLine(new Error("\nno such session\nTraceback …"))).toBe("no such session");
+    expect(errorLine("plain")).toBe("plain");
+    expect(errorLine(null)).toBe("Something went wrong.");
+  });
+});
+
+describe("sessionTree", () => {
+  it("puts a branch under its parent, and an orphan branch at the top", () => {
+    const tree = sessionTree(sessionsList().sessions);
+    expect(tree.map((n) => n.session.id)).toEqual([SESSION_A, SESSION_C]);
+    expect(tree[0]!.children.map((n) => n.session.id)).toEqual([SESSION_B]);
+    const orphan = sessionTree(sessionsList().sessions.filter((s) => s.id !== SESSION_A));
+    expect(orphan.map((n) => n.session.id)).toEqual([SESSION_B, SESSION_C]);
+  });
+});
