@@ -97,6 +97,8 @@ def _preflight(command: str, options: list[str], settings: Settings) -> None:
         return
     settings.require_llm()
     _ = settings.memory_secret
+    if settings.is_embedded_sqlite:
+        _migrate_embedded(settings)
     if command == "console":
         _check_audio(options)
         return
@@ -121,8 +123,6 @@ def _preflight(command: str, options: list[str], settings: Settings) -> None:
     if command == "connect" and room and url and key and secret:
         # (without --room, LiveKit's CLI says what is missing itself)
         _check_reachable(url, key, secret, room)
-    if settings.is_embedded_sqlite:
-        _migrate_embedded(settings)
 
 
 def _migrate_embedded(settings: Settings) -> None:
