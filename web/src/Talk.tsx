@@ -38,10 +38,12 @@ export function Talk({ room, agentPresent, agentState, visualizer, transcript, s
   const [micError, setMicError] = useState<string | null>(null);
   const [draft, setDraft] = useState("");
   const [sendError, setSendError] = useState<string | null>(null);
-  const end = useRef<HTMLLIElement>(null);
+  const list = useRef<HTMLOListElement>(null);
 
+  // Keep the newest turn in view (scrolling the list only, never the page).
   useEffect(() => {
-    end.current?.scrollIntoView?.({ block: "end" });
+    const el = list.current;
+    if (el) el.scrollTop = el.scrollHeight;
   }, [transcript]);
 
   const toggleMic = async () => {
@@ -93,7 +95,7 @@ export function Talk({ room, agentPresent, agentState, visualizer, transcript, s
       </div>
 
       <h2 className="panel-title">Transcript</h2>
-      <ol className="transcript" aria-label="Transcript" aria-live="polite">
+      <ol ref={list} className="transcript" aria-label="Transcript" aria-live="polite">
         {transcript.segments.length === 0 && <li className="empty">What you and the coach say shows up here.</li>}
         {transcript.segments.map((s) => (
           <li
@@ -106,7 +108,6 @@ export function Talk({ room, agentPresent, agentState, visualizer, transcript, s
             <span className="said">{s.text}</span>
           </li>
         ))}
-        <li ref={end} className="end" aria-hidden="true" />
       </ol>
 
       <form className="compose" onSubmit={submit}>
