@@ -36,11 +36,11 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 	npm ci --prefix web --no-audit --no-fund --loglevel=error
 	@touch $@
 
-## test: every test: Python (needs PostgreSQL on 127.0.0.1:5432), then the web client's
-##   unit and browser tests (Node.js, and Chromium at /usr/bin/chromium or $$CHROMIUM)
+## test: every test: the web client's unit and browser tests (Node.js, and Chromium at
+##   /usr/bin/chromium or $$CHROMIUM), then Python's (needs PostgreSQL on 127.0.0.1:5432)
 test: $(STAMP) $(WEB_STAMP)
-	$(PY) -m pytest -q
 	npm run --prefix web --silent test
+	$(PY) -m pytest -q
 
 ## web: build the browser client into src/coach/surfaces/web_client (the package ships it)
 web: $(WEB_STAMP)

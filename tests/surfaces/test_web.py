@@ -5,8 +5,10 @@ import json
 import re
 import signal
 import socket
+import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -215,3 +217,47 @@ async def test_web_serves_the_client_and_tokens_until_terminated(tmp_path: Path)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
     assert "Traceback" not in err.decode()
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_built_client(tmp_path: Path) -> None:
+    # What `pip install` users get: the client's files inside the package, no Node.js.
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), "."],
+        cwd=root,
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("coach-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {
+        f"coach/surfaces/web_client/{p.relative_to(CLIENT_DIR).as_posix()}"
+        for p in CLIENT_DIR.rglob("*")
+        if p.is_file()
+    }
+    assert "coach/surfaces/web_client/index.html" in shipped
+    assert shipped <= names
+
+
+@pytest.mark.slow
+def test_the_committed_client_is_what_web_src_builds(tmp_path: Path) -> None:
+    # The package ships the committed build: a change to web/src must be rebuilt
+    # (`make web`) and committed with it. (make test runs `npm ci` in web/ first.)
+    root = Path(__file__).resolve().parents[2]
+    built = tmp_path / "client"
+    subprocess.run(
+        ["npm", "run", "--prefix", "web", "--silent", "build", "--", "--outDir", str(built)],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+    def tree(top: Path) -> dict[str, bytes]:
+        return {p.relative_to(top).as_posix(): p.read_bytes() for p in top.rglob("*") if p.is_file()}
+
+    fresh, committed = tree(built), tree(CLIENT_DIR)
+    assert sorted(fresh) == sorted(committed), "rebuild the client: make web"
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert not stale, f"rebuild the client (make web): {stale} differ"
