@@ -255,7 +255,9 @@ def test_the_committed_client_is_what_web_src_builds(tmp_path: Path) -> None:
     )
 
     def tree(top: Path) -> dict[str, bytes]:
-        return {p.relative_to(top).as_posix(): p.read_bytes() for p in top.rglob("*") if p.is_file()}
+        return {
+            p.relative_to(top).as_posix(): p.read_bytes() for p in top.rglob("*") if p.is_file()
+        }
 
     fresh, committed = tree(built), tree(CLIENT_DIR)
     assert sorted(fresh) == sorted(committed), "rebuild the client: make web"

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, Protocol
 
@@ -49,13 +50,19 @@ def voice_models(proc: JobProcess, settings: Settings) -> VoiceModels:
     return models if isinstance(models, VoiceModels) else VoiceModels.build(settings)
 
 
-def room_options(proc: JobProcess) -> room_io.RoomOptions:
+def room_options(proc: JobProcess, participant_identity: str) -> room_io.RoomOptions:
     """How the session uses the job's room: LiveKit's defaults (audio in and out, typed
     input on ``lk.chat``, transcripts out), unless the process holds other options under
     ``"room_options"``. ``prewarm`` never sets them; the entrypoint's tests set text-only
-    options, because a room without a server carries no audio tracks to play or hear."""
+    options, because a room without a server carries no audio tracks to play or hear.
+
+    Either way the session listens to ``participant_identity`` only — the participant
+    whose sessions, state stream and RPC calls this job serves — not to whoever the
+    room happens to show it first."""
     options = proc.userdata.get("room_options")
-    return options if isinstance(options, room_io.RoomOptions) else room_io.RoomOptions()
+    if not isinstance(options, room_io.RoomOptions):
+        options = room_io.RoomOptions()
+    return dataclasses.replace(options, participant_identity=participant_identity)
 
 
 class CoachServer(AgentServer):
@@ -164,5 +171,7 @@ async def entrypoint(ctx: JobContext) -> None:
         if identity is None
         else await runtime.room_agent(userdata, ctx.room.name)
     )
-    await session.start(agent=agent, room=ctx.room, room_options=room_options(ctx.proc))
+    await session.start(
+        agent=agent, room=ctx.room, room_options=room_options(ctx.proc, participant.identity)
+    )
     register_all(ctx.room.local_participant, userdata, session)
