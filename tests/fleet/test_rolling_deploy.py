@@ -15,11 +15,13 @@ and Cy on one fresh PostgreSQL database. Then, in order:
    acknowledgement a chat gives) is there; what is stored beyond it is a prefix of that
    last turn; no half-written step (memory steps ``0..n-1``, all of them load; deltas
    ``1..step``).
-4. **Resume elsewhere.** Ada and Ben each come back on a new process of the next release
-   and say "continue": the model is shown their current phase and the newest of their
-   earlier conversation (the resume window) up to its last message, their board goes on
-   from where it was, and everything is stored once — the earlier messages followed by
-   the new ones, memory steps and deltas numbered without a gap.
+4. **Resume elsewhere.** Ada comes back on a new process of the next release, Ben on a
+   new process of the deployed one — which starts on the database the next release
+   migrated, because that migration was additive — and each says "continue": the model
+   is shown their current phase and the newest of their earlier conversation (the resume
+   window) up to its last message, their board goes on from where it was, and
+   everything is stored once — the earlier messages followed by the new ones, memory
+   steps and deltas numbered without a gap.
 5. **Undisturbed.** Meanwhile Cy finishes her whole session on the first worker.
 
 The workers are the ``chat`` surface rather than the LiveKit worker: the same ``Runtime``,
@@ -513,9 +515,12 @@ async def test_rolling_deploy_sigterm_sigkill_and_resume_elsewhere(
             f"commit window {COMMIT_WINDOW * 1000:.0f} ms"
         )
 
-        # --- 4. both resume on new processes of the next release -------------------------
+        # --- 4. Ada resumes on the next release, Ben on a new process of the deployed one --
         interrupted = {"ada": ada_stored, "ben": ben_stored}
         windows = {user: await db.resume_window(user) for user in interrupted}
+
+        releases = {"ada": release, "ben": None}  # None: this checkout, the deployed one
+        deployed = {"ada": "the next release", "ben": "the deployed release"}
 
         async def resume(user: str) -> tuple[ChatWorker, float, float]:
             """Returns the worker, seconds from spawn to greeting, and from "continue"
@@ -526,7 +531,7 @@ async def test_rolling_deploy_sigterm_sigkill_and_resume_elsewhere(
                 offer,
                 database_url=postgres_url,
                 home=tmp_path / f"{user}-again",
-                release=release,
+                release=releases[user],
             )
             workers[f"{user}-again"] = worker
             first = await worker.reply()
@@ -562,7 +567,7 @@ async def test_rolling_deploy_sigterm_sigkill_and_resume_elsewhere(
             assert now.insights == earlier.insights + insights_said(worker)
             assert (now.phase, now.status) == ("define", "in_progress")
             figure(
-                f"resume: {name(user)} on a new process of the next release: greeted "
+                f"resume: {name(user)} on a new process of {deployed[user]}: greeted "
                 f'{to_greeting:.1f} s after spawn; from "continue" to the strategist\'s '
                 f"first words (session loaded, handed over) {loading:.2f} s; "
                 f"the model was shown the newest {len(earlier_shown)} of "

@@ -16,6 +16,7 @@ the write lock does the same.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Final
 
 from alembic import command
@@ -42,6 +43,8 @@ __all__ = [
     "upgrade",
     "upgrade_sync",
 ]
+
+logger = logging.getLogger("coach.persistence")
 
 _ADVISORY_LOCK_KEY: Final = 0x636F616368  # "coach"
 
@@ -128,20 +131,91 @@ async def current_revision(url: str | URL) -> str | None:
 
 
 async def require_current(url: str | URL) -> None:
-    """Check, before any conversation, that the database is reachable and migrated.
+    """Check, before any conversation, that the database is reachable and has the schema
+    this release needs.
+
+    That is this release's newest revision — or, during a rolling deploy, a revision of
+    a newer release whose migrations were additive: every table and column this release
+    uses is there as it expects, and a column added beside them takes a NULL or has a
+    default (:func:`incompatibilities`). Workers of the running release then keep taking
+    conversations while the new one rolls out.
 
     Raises:
         StorageError: The database cannot be reached or does not exist.
-        ConfigError: It is not at this release's revision (the message names
-            ``python -m coach db upgrade``).
+        ConfigError: It is behind this release (the message names
+            ``python -m coach db upgrade``), or a newer release changed it in a way this
+            release cannot work with.
     """
     revision, head = await current_revision(url), head_revision()
-    if revision != head:
+    if revision == head:
+        return
+    if revision is None or revision in _known_revisions():
         state = "not migrated" if revision is None else f"at revision {revision}"
         raise ConfigError(
             f"The database is {state}; this release needs revision {head}. "
             "Run: python -m coach db upgrade"
         )
+    key = (normalize_url(url).render_as_string(hide_password=True), revision)
+    if key in _COMPATIBLE:
+        return
+    found = incompatibilities(await schema_diff(url))
+    if found:
+        raise ConfigError(
+            f"The database is at revision {revision} of a newer release, which this release "
+            f"({head}) cannot use: {found[0]}"
+            + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+            + ". Run the newer release."
+        )
+    _COMPATIBLE.add(key)
+    logger.warning(
+        "the database is at revision %s of a newer release; its schema still has all this "
+        "release (%s) uses, so this release runs on it until it is replaced",
+        revision,
+        head,
+    )
+
+
+_COMPATIBLE: set[tuple[str, str]] = set()
+"""(database, revision) pairs of newer releases already found compatible: the schema is
+compared once per revision, not at every health check."""
+
+
+def _known_revisions() -> set[str]:
+    script = ScriptDirectory.from_config(alembic_config())
+    return {rev.revision for rev in script.walk_revisions()}
+
+
+def incompatibilities(diff: list[Any]) -> list[str]:
+    """What, in Alembic's differences between this release's models and a database,
+    stops this release from working on that database (empty: it can).
+
+    Missing tables, columns, unique indexes and constraints, and columns whose type or
+    NULL rule changed, break its statements; a column added beside its own breaks its
+    inserts only when it takes no NULL and has no default. Extra tables and indexes,
+    missing plain indexes and changed defaults do not matter to it.
+    """
+    found: list[str] = []
+    for entry in diff:
+        ops = entry if isinstance(entry, list) else [entry]
+        for op in ops:
+            kind = op[0]
+            if kind == "add_table":
+                found.append(f"table {op[1].name} is missing")
+            elif kind == "add_column":
+                found.append(f"column {op[2]}.{op[3].name} is missing")
+            elif kind == "remove_column":
+                column = op[3]
+                if not column.nullable and column.server_default is None:
+                    found.append(f"column {op[2]}.{column.name} takes no NULL and has no default")
+            elif kind == "add_index" and op[1].unique:
+                found.append(f"unique index {op[1].name} is missing")
+            elif kind == "add_constraint":
+                found.append(f"constraint {op[1].name} is missing")
+            elif kind == "modify_type":
+                found.append(f"column {op[2]}.{op[3]} changed type")
+            elif kind == "modify_nullable":  # either way: refused writes, or NULLs read
+                found.append(f"column {op[2]}.{op[3]} changed whether it takes NULL")
+    return found
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,0 +1,98 @@
+"""A rolling deploy: the running release keeps working on a database a newer release
+migrated, as long as that migration was additive; anything else is refused in one line."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+
+from coach.errors import ConfigError
+from coach.persistence import create_engine, open_repository
+from coach.persistence.migrate import head_revision, require_current
+from coach.surfaces.health import DatabaseHealth
+from tests.conftest import MEMORY_SECRET
+
+
+async def newer_release(url: str, *statements: str, revision: str = "0099_next") -> None:
+    """What a newer release's ``db upgrade`` leaves: its statements, its revision."""
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    try:
+        async with engine.begin() as conn:
+            for statement in statements:
+                await conn.execute(text(statement))
+            await conn.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
+    finally:
+        await engine.dispose()
+
+
+async def test_an_additive_migration_of_a_newer_release_keeps_this_release_running(
+    database_url: str,
+) -> None:
+    await newer_release(
+        database_url,
+        "ALTER TABLE sessions ADD COLUMN retention_until TIMESTAMP NULL",
+        "ALTER TABLE session_conversations ADD COLUMN language VARCHAR(16) NOT NULL DEFAULT 'en'",
+        "CREATE TABLE session_tags (session_id VARCHAR(32), tag VARCHAR(64))",
+        "CREATE INDEX ix_sessions_updated_at_id ON sessions (updated_at, id)",
+    )
+    await require_current(database_url)  # starts, and the health check says usable
+    health = DatabaseHealth(lambda: database_url, lambda server: 0.25, interval=0.0)
+    assert await asyncio.to_thread(health.load, None) == 0.25 and health.usable
+
+    # ... and it works: a session with a message, written and read back.
+    repo = await open_repository(database_url, secret=MEMORY_SECRET, check_schema=True)
+    try:
+        user = await repo.get_or_create_user("ada")
+        session = await repo.create_session(user.id)
+        await repo.add_session_message(session.id, "user", "Hello")
+        assert [m.content for m in await repo.get_session_conversation(session.id)] == ["Hello"]
+    finally:
+        await repo.aclose()
+
+
+@pytest.mark.parametrize(
+    ("statement", "says"),
+    [
+        (
+            "ALTER TABLE sessions ADD COLUMN tenant VARCHAR(32) NOT NULL DEFAULT 'x'",
+            None,  # a default: this release's inserts still work
+        ),
+        (
+            "ALTER TABLE session_conversations ADD COLUMN tenant VARCHAR(32) NOT NULL",
+            "column session_conversations.tenant takes no NULL and has no default",
+        ),
+        (
+            "ALTER TABLE session_conversations DROP COLUMN interrupted",
+            "column session_conversations.interrupted is missing",
+        ),
+        ("DROP TABLE state_deltas", "table state_deltas is missing"),
+    ],
+)
+async def test_a_newer_release_that_changed_what_this_release_uses_is_refused(
+    database_url: str, statement: str, says: str | None
+) -> None:
+    await newer_release(database_url, statement)
+    if says is None:
+        await require_current(database_url)
+        return
+    with pytest.raises(ConfigError) as refused:
+        await require_current(database_url)
+    message = str(refused.value)
+    assert "revision 0099_next of a newer release" in message and says in message
+    assert "\n" not in message
+    health = DatabaseHealth(lambda: database_url, lambda server: 0.25, interval=0.0)
+    assert (
+        await asyncio.to_thread(health.load, None) == 1.0
+    )  # full: LiveKit dispatches to the new release's workers
+
+
+async def test_a_database_behind_this_release_says_to_upgrade(database_url: str) -> None:
+    await newer_release(database_url, revision="0005")
+    with pytest.raises(
+        ConfigError,
+        match=f"at revision 0005; this release needs revision "
+        f"{head_revision()}. Run: python -m coach db upgrade",
+    ):
+        await require_current(database_url)
