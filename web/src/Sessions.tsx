@@ -232,18 +232,7 @@ function Phases({ room, sessionId }: { room: CoachRoom; sessionId: string }) {
 
   return (
     <div className="detail-block" data-testid="phases">
-      <div className="detail-head">
-        <h4>Phases</h4>
-        <label className="toggle">
-          <input type="checkbox" checked={withPrompts} onChange={(e) => setWithPrompts(e.target.checked)} />
-          Show prompts
-        </label>
-      </div>
-      {error && (
-        <p className="error" role="alert">
-          {error}
-        </p>
-      )}
+      <DetailHead title="Phases" toggle="Show prompts" on={withPrompts} onToggle={setWithPrompts} error={error} />
       {phases && phases.length === 0 && <p className="empty">No phases yet.</p>}
       <ol className="phases">
         {phases?.map((p) => (
@@ -359,18 +348,7 @@ function Conversation({ room, sessionId }: { room: CoachRoom; sessionId: string 
 
   return (
     <div className="detail-block" data-testid="conversation">
-      <div className="detail-head">
-        <h4>Conversation</h4>
-        <label className="toggle">
-          <input type="checkbox" checked={withSteps} onChange={(e) => setWithSteps(e.target.checked)} />
-          Show steps
-        </label>
-      </div>
-      {error && (
-        <p className="error" role="alert">
-          {error}
-        </p>
-      )}
+      <DetailHead title="Conversation" toggle="Show steps" on={withSteps} onToggle={setWithSteps} error={error} />
       {before !== null && entries && (
         <button type="button" className="ghost small" onClick={loadOlder} disabled={loadingOlder}>
           {loadingOlder ? "Loading…" : "Load older"}
@@ -383,5 +361,31 @@ function Conversation({ room, sessionId }: { room: CoachRoom; sessionId: string 
         ))}
       </ol>
     </div>
+  );
+}
+
+/** A detail block's heading: its title, the toggle that re-asks with more, its error line. */
+function DetailHead(props: {
+  title: string;
+  toggle: string;
+  on: boolean;
+  onToggle: (on: boolean) => void;
+  error: string | null;
+}) {
+  return (
+    <>
+      <div className="detail-head">
+        <h4>{props.title}</h4>
+        <label className="toggle">
+          <input type="checkbox" checked={props.on} onChange={(e) => props.onToggle(e.target.checked)} />
+          {props.toggle}
+        </label>
+      </div>
+      {props.error && (
+        <p className="error" role="alert">
+          {props.error}
+        </p>
+      )}
+    </>
   );
 }
