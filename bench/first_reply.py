@@ -20,11 +20,9 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
+
+from .paired import paired_trials
 
 MODES = ("inline", "prewarmed")
 
@@ -59,33 +57,12 @@ def _child(mode: str, url: str, database: str) -> None:
     print(json.dumps(asyncio.run(_job(mode, url, database))), flush=True)
 
 
-def _trial(mode: str, url: str, directory: Path, n: int) -> dict[str, float]:
-    database = f"sqlite+aiosqlite:///{directory / f'{mode}-{n}.db'}"
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.first_reply", "--child", mode, url, database],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
-    return result
-
-
 async def _serve(pairs: int) -> None:
     from tests.fakes import FakeOpenAIServer, say
 
     replies = [say("Hi! I'm your design coach. What's your name?")] * (2 * pairs + 2)
     async with FakeOpenAIServer(replies) as server:
-        with tempfile.TemporaryDirectory() as tmp:
-            directory = Path(tmp)
-            await asyncio.to_thread(_trial, "inline", server.base_url, directory, -1)  # warm-up
-            results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
-            for n in range(pairs):
-                order = MODES if n % 2 == 0 else MODES[::-1]
-                for mode in order:
-                    trial = await asyncio.to_thread(_trial, mode, server.base_url, directory, n)
-                    results[mode].append(trial)
+        results = await paired_trials("first_reply", MODES, pairs, server.base_url)
     _report(results, pairs)
 
 

@@ -23,13 +23,12 @@ import asyncio
 import json
 import logging
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from .paired import paired_trials
 
 MODES = ("cold", "warm")
 WARN_SECONDS = 0.05
@@ -98,19 +97,6 @@ def _child(mode: str, url: str, database: str) -> None:
     print(json.dumps(asyncio.run(_job(mode, url, database))), flush=True)
 
 
-def _trial(mode: str, url: str, directory: Path, n: int) -> dict[str, Any]:
-    database = f"sqlite+aiosqlite:///{directory / f'{mode}-{n}.db'}"
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.loop_blocks", "--child", mode, url, database],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
-
-
 async def _serve(pairs: int) -> None:
     from tests.fakes import FakeOpenAIServer, call, say
 
@@ -123,15 +109,7 @@ async def _serve(pairs: int) -> None:
         say("Noted."),
     ]
     async with FakeOpenAIServer(visit * (2 * pairs + 1)) as server:
-        with tempfile.TemporaryDirectory() as tmp:
-            directory = Path(tmp)
-            await asyncio.to_thread(_trial, "cold", server.base_url, directory, -1)  # warm-up
-            results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
-            for n in range(pairs):
-                order = MODES if n % 2 == 0 else MODES[::-1]
-                for mode in order:
-                    trial = await asyncio.to_thread(_trial, mode, server.base_url, directory, n)
-                    results[mode].append(trial)
+        results = await paired_trials("loop_blocks", MODES, pairs, server.base_url)
     _report(results, pairs)
 
 
