@@ -4,6 +4,7 @@ migrated, as long as that migration was additive; anything else is refused in on
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from sqlalchemy import text
@@ -68,6 +69,11 @@ async def test_an_additive_migration_of_a_newer_release_keeps_this_release_runni
             "column session_conversations.interrupted is missing",
         ),
         ("DROP TABLE state_deltas", "table state_deltas is missing"),
+        (
+            "CREATE UNIQUE INDEX ux_one_message_per_role ON session_conversations "
+            "(session_id, role)",
+            "unique index ux_one_message_per_role on session_conversations was added",
+        ),
     ],
 )
 async def test_a_newer_release_that_changed_what_this_release_uses_is_refused(
@@ -86,6 +92,29 @@ async def test_a_newer_release_that_changed_what_this_release_uses_is_refused(
     assert (
         await asyncio.to_thread(health.load, None) == 1.0
     )  # full: LiveKit dispatches to the new release's workers
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("statement", "says"),
+    [
+        (
+            "ALTER TABLE session_conversations ALTER COLUMN role TYPE VARCHAR(8)",
+            "column session_conversations.role changed type",
+        ),
+        (
+            "ALTER TABLE session_conversations ALTER COLUMN phase_id SET NOT NULL",
+            "column session_conversations.phase_id changed whether it takes NULL",
+        ),
+    ],
+)
+async def test_a_newer_release_that_changed_a_column_is_refused(
+    postgres_url: str, statement: str, says: str
+) -> None:
+    # (SQLite cannot alter a column in place: PostgreSQL only.)
+    await newer_release(postgres_url, statement)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        await require_current(postgres_url)
 
 
 async def test_a_database_behind_this_release_says_to_upgrade(database_url: str) -> None:

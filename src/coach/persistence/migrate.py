@@ -156,9 +156,16 @@ async def require_current(url: str | URL) -> None:
             "Run: python -m coach db upgrade"
         )
     key = (normalize_url(url).render_as_string(hide_password=True), revision)
-    if key in _COMPATIBLE:
-        return
-    found = incompatibilities(await schema_diff(url))
+    found = _VERDICTS.get(key)
+    if found is None:
+        found = _VERDICTS[key] = incompatibilities(await schema_diff(url))
+        if not found:
+            logger.warning(
+                "the database is at revision %s of a newer release; its schema still has all "
+                "this release (%s) uses, so this release runs on it until it is replaced",
+                revision,
+                head,
+            )
     if found:
         raise ConfigError(
             f"The database is at revision {revision} of a newer release, which this release "
@@ -166,18 +173,11 @@ async def require_current(url: str | URL) -> None:
             + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
             + ". Run the newer release."
         )
-    _COMPATIBLE.add(key)
-    logger.warning(
-        "the database is at revision %s of a newer release; its schema still has all this "
-        "release (%s) uses, so this release runs on it until it is replaced",
-        revision,
-        head,
-    )
 
 
-_COMPATIBLE: set[tuple[str, str]] = set()
-"""(database, revision) pairs of newer releases already found compatible: the schema is
-compared once per revision, not at every health check."""
+_VERDICTS: dict[tuple[str, str], list[str]] = {}
+"""What was found about a (database, newer revision) pair: the schema is compared once
+per revision, not at every health check."""
 
 
 def _known_revisions() -> set[str]:
@@ -191,8 +191,10 @@ def incompatibilities(diff: list[Any]) -> list[str]:
 
     Missing tables, columns, unique indexes and constraints, and columns whose type or
     NULL rule changed, break its statements; a column added beside its own breaks its
-    inserts only when it takes no NULL and has no default. Extra tables and indexes,
-    missing plain indexes and changed defaults do not matter to it.
+    inserts only when it takes no NULL and has no default; and a unique index or a
+    constraint added to its tables may refuse what it writes, so that is refused too
+    (deploy such a release by stopping the old workers first). Extra tables, plain
+    indexes either way and changed defaults do not matter to it.
     """
     found: list[str] = []
     for entry in diff:
@@ -207,10 +209,13 @@ def incompatibilities(diff: list[Any]) -> list[str]:
                 column = op[3]
                 if not column.nullable and column.server_default is None:
                     found.append(f"column {op[2]}.{column.name} takes no NULL and has no default")
-            elif kind == "add_index" and op[1].unique:
-                found.append(f"unique index {op[1].name} is missing")
-            elif kind == "add_constraint":
-                found.append(f"constraint {op[1].name} is missing")
+            elif kind in ("add_index", "remove_index") and op[1].unique:
+                missing = "is missing" if kind == "add_index" else "was added"
+                found.append(f"unique index {op[1].name} on {op[1].table.name} {missing}")
+            elif kind in ("add_constraint", "remove_constraint", "remove_fk"):
+                missing = "is missing" if kind == "add_constraint" else "was added"
+                table = op[1].table.name
+                found.append(f"constraint {op[1].name or '(unnamed)'} on {table} {missing}")
             elif kind == "modify_type":
                 found.append(f"column {op[2]}.{op[3]} changed type")
             elif kind == "modify_nullable":  # either way: refused writes, or NULLs read
