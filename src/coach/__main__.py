@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     web = sub.add_parser("web", help="serve the browser client and the join tokens it needs")
     web.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     web.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    web.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the page may be opened as, besides localhost (repeatable)",
+    )
     for name, text in LIVEKIT_COMMANDS.items():
         sub.add_parser(name, help=text, add_help=False)
     return parser
@@ -190,7 +197,7 @@ def _dispatch(argv: Sequence[str]) -> int:
         from .surfaces.web import run_web
 
         _configure_logging(settings, quiet=False)
-        return run_web(settings, args.host, args.port)
+        return run_web(settings, args.host, args.port, allowed_hosts=args.allow_host)
     raise AssertionError(args.command)
 
 

@@ -17,6 +17,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from livekit import api
 from pydantic import SecretStr
+from yarl import URL
 
 from coach.errors import ConfigError
 from coach.settings import Settings
@@ -81,6 +82,27 @@ async def test_browsers_are_sent_to_the_public_livekit_url(client_dir: Path) -> 
     assert body["server_url"] == "wss://lk.example.com"
 
 
+async def test_a_page_opened_under_another_host_name_gets_no_token(client_dir: Path) -> None:
+    # DNS rebinding: a page at evil.example, its name pointed at 127.0.0.1, asks the
+    # developer's server for a token from the developer's browser.
+    async with TestClient(TestServer(web_app(dev_settings(), client_dir))) as http:
+        refused = await http.post(
+            "/api/token", json={"identity": "ada"}, headers={"Host": "evil.example:8000"}
+        )
+        assert refused.status == 403
+        assert "evil.example" in (await refused.json())["error"]
+        assert (await http.get("/", headers={"Host": "evil.example"})).status == 403
+        for host in ("localhost:8000", "127.0.0.1", "[::1]:8000"):
+            answer = await http.post("/api/token", json={"identity": "ada"}, headers={"Host": host})
+            assert answer.status == 200, host
+    allowed = web_app(dev_settings(), client_dir, allowed_hosts=["coach.lan"])
+    async with TestClient(TestServer(allowed)) as http:
+        answer = await http.post(
+            "/api/token", json={"identity": "ada"}, headers={"Host": "Coach.LAN:8000"}
+        )
+        assert answer.status == 200
+
+
 def _payload(jwt: str) -> bytes:
     import base64
 
@@ -116,7 +138,10 @@ async def test_a_bad_token_request_is_refused_in_one_line(
     assert "\n" not in refusal["error"] and "Traceback" not in refusal["error"]
 
 
-async def test_the_client_files_are_served(client: TestClient) -> None:  # type: ignore[type-arg]
+async def test_the_client_files_are_served(
+    client: TestClient,  # type: ignore[type-arg]
+    client_dir: Path,
+) -> None:
     index = await client.get("/")
     assert index.status == 200 and index.content_type == "text/html"
     assert index.headers["Cache-Control"] == "no-cache"
@@ -125,7 +150,13 @@ async def test_the_client_files_are_served(client: TestClient) -> None:  # type:
     assert asset.status == 200 and "javascript" in asset.content_type
     assert asset.headers["X-Content-Type-Options"] == "nosniff"
     assert (await client.get("/assets/missing.js")).status == 404
-    assert (await client.get("/../pyproject.toml")).status in (403, 404)
+    # A file beside the client's folder, asked for as ../ (encoded, so the client does
+    # not tidy it away): never served.
+    (client_dir.parent / "secret.txt").write_text("not for the web")
+    for path in ("/%2e%2e/secret.txt", "/..%2fsecret.txt", "/assets/%2e%2e/%2e%2e/secret.txt"):
+        answer = await client.get(URL(path, encoded=True))
+        assert answer.status in (403, 404), path
+        assert "not for the web" not in await answer.text()
 
 
 def test_the_package_ships_a_built_client() -> None:

@@ -21,11 +21,14 @@ import json
 import logging
 import secrets
 import signal
+from collections.abc import Collection
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from ..errors import CoachError, ConfigError
 from ..settings import Settings
@@ -43,8 +46,18 @@ MAX_BODY: Final = 4_096
 _SETTINGS: Final = web.AppKey("settings", Settings)
 
 
-def web_app(settings: Settings, client_dir: Path = CLIENT_DIR) -> web.Application:
+LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+"""Host names every server answers to; others only when allowed (``--allow-host``)."""
+
+
+def web_app(
+    settings: Settings, client_dir: Path = CLIENT_DIR, *, allowed_hosts: Collection[str] = ()
+) -> web.Application:
     """The server's routes: the client's files and ``POST /api/token``.
+
+    A request naming another host (the ``Host`` header) than loopback and
+    ``allowed_hosts`` is refused (403), so that a web page whose name an attacker points
+    at 127.0.0.1 (DNS rebinding) cannot mint tokens from the browser of whoever runs it.
 
     Raises:
         ConfigError: the LiveKit settings are missing, or the client is not built.
@@ -70,7 +83,18 @@ def web_app(settings: Settings, client_dir: Path = CLIENT_DIR) -> web.Applicatio
     async def serve_index(request: web.Request) -> web.FileResponse:
         return web.FileResponse(index, headers={"Cache-Control": "no-cache"})
 
-    app = web.Application(client_max_size=MAX_BODY)
+    hosts = LOOPBACK_HOSTS | {h.lower() for h in allowed_hosts}
+
+    @web.middleware
+    async def known_hosts_only(request: web.Request, handler: Handler) -> web.StreamResponse:
+        name = (urlsplit(f"//{request.host}").hostname or "").lower()
+        if name not in hosts:
+            return _refuse(
+                403, f"Host {name or '(none)'} is not served here (coach web --allow-host)."
+            )
+        return await handler(request)
+
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[known_hosts_only])
     app[_SETTINGS] = settings
     app.router.add_post("/api/token", mint_token)
     app.router.add_get("/", serve_index)
@@ -115,12 +139,19 @@ async def _no_sniffing(request: web.Request, response: web.StreamResponse) -> No
     response.headers["X-Content-Type-Options"] = "nosniff"
 
 
-def run_web(settings: Settings, host: str, port: int) -> int:
-    """Serve the client until SIGINT or SIGTERM; the exit code (0, or a ConfigError)."""
+def run_web(
+    settings: Settings, host: str, port: int, *, allowed_hosts: Collection[str] = ()
+) -> int:
+    """Serve the client until SIGINT or SIGTERM; the exit code (0, or a ConfigError).
+
+    Requests may name loopback, ``host`` (unless it is a wildcard address) and
+    ``allowed_hosts``."""
     if not 0 < port < 65_536:
         raise ConfigError(f"`web --port {port}`: a port is a number from 1 to 65535.")
+    named = [] if host in ("0.0.0.0", "::", "") else [host]
+    app = web_app(settings, allowed_hosts=[*named, *allowed_hosts])
     livekit_url = settings.public_livekit_url or settings.livekit_url
-    asyncio.run(_serve(web_app(settings), host, port, livekit_url))
+    asyncio.run(_serve(app, host, port, livekit_url))
     return 0
 
 
