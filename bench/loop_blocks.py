@@ -1,17 +1,21 @@
-"""What blocks a job's event loop in its first turns, with and without ``warm_process``.
+"""What blocks a job's event loop in its first turns: coach's prewarm alone, or after the
+framework's own warm-up as a LiveKit job process gets it.
 
-Each trial is a fresh Python process, as a LiveKit job process is. Like ``prewarm``, it
-builds the model clients before the job; then, under LiveKit's own loop monitor (warn
-threshold 50 ms), it opens the runtime (a SQLite file), starts an ``AgentSession`` with
-the coach, gets the greeting and speaks two turns (a challenge captured and handed to
-the strategist, an insight added) against the local fake OpenAI server:
+Each trial is a fresh Python process. Like ``prewarm``, it builds the model clients before
+the job; then, under LiveKit's own loop monitor (warn threshold 50 ms), it opens the
+runtime (a SQLite file), starts an ``AgentSession`` with the coach, gets the greeting and
+speaks two turns (a challenge captured and handed to the strategist, an insight added)
+against the local fake OpenAI server. Before that:
 
-* ``cold``: ``prewarm`` without :func:`coach.models.warm_process`;
-* ``warm``: ``prewarm`` as the worker runs it, ending with ``warm_process``.
+* ``bare``: nothing — a plain process, as a script or test runs the agents;
+* ``livekit``: what a LiveKit job process starts from on Linux: the forkserver imports
+  the plugins, runs the framework's warm-up (``livekit.agents.ipc._preload``: the local
+  inference models, the OpenAI SDK's resources, an HTTP client) and freezes the heap
+  (``_preload_freeze``) before it forks the job process.
 
 Trials alternate in pairs; the report gives, per mode, the median time of the three
-turns, the median time the loop was reported blocked, the reports' locations, and the
-median of the paired differences. Run::
+turns, the median time the loop was reported blocked, the reports' locations and whether
+their stacks pass through coach's code, and the median of the paired differences. Run::
 
     python -m bench.loop_blocks --pairs 10
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import statistics
@@ -30,7 +35,13 @@ from typing import Any
 
 from .paired import paired_trials
 
-MODES = ("cold", "warm")
+MODES = ("bare", "livekit")
+FRAMEWORK_PRELOAD = (
+    "livekit.plugins.openai",
+    "livekit.plugins.silero",
+    "livekit.agents.ipc._preload",
+    "livekit.agents.ipc._preload_freeze",
+)
 WARN_SECONDS = 0.05
 
 
@@ -57,10 +68,14 @@ class _Blocks(logging.Handler):
 
 
 async def _job(mode: str, url: str, database: str) -> dict[str, Any]:
+    if mode == "livekit":
+        for module in FRAMEWORK_PRELOAD:  # in this order: the last one freezes the heap
+            importlib.import_module(module)
+
     from livekit.agents.telemetry import loop_monitor
 
     import coach
-    from coach.models import VoiceModels, warm_process
+    from coach.models import VoiceModels
     from coach.runtime import Runtime
     from coach.settings import Settings
 
@@ -71,8 +86,6 @@ async def _job(mode: str, url: str, database: str) -> dict[str, Any]:
         llm_model="fake",
     )
     models = VoiceModels.build(settings)  # prewarm
-    if mode == "warm":
-        warm_process()
     blocks = _Blocks(str(Path(coach.__file__).parent))
     logging.getLogger().addHandler(blocks)
     thresholds = loop_monitor.LoopMonitorThresholds(warn=WARN_SECONDS, error=10.0)
@@ -118,7 +131,7 @@ def _report(results: dict[str, list[dict[str, Any]]], pairs: int) -> None:
         return float(sum(r["ms"] for r in trial["reports"]))
 
     print(f"a job's greeting and first two turns, {pairs} pairs (median ms)")
-    print("| prewarm | three turns | loop blocked ≥ 50 ms | reports | from coach's code |")
+    print("| before prewarm | three turns | loop blocked ≥ 50 ms | reports | from coach's code |")
     print("|---|---|---|---|---|")
     for mode in MODES:
         trials = results[mode]
@@ -129,9 +142,10 @@ def _report(results: dict[str, list[dict[str, Any]]], pairs: int) -> None:
             f"| {len(reports)} | {sum(r['coach_code'] for r in reports)} |"
         )
     diffs = [
-        a["turns_ms"] - b["turns_ms"] for a, b in zip(results["cold"], results["warm"], strict=True)
+        a["turns_ms"] - b["turns_ms"]
+        for a, b in zip(results["bare"], results["livekit"], strict=True)
     ]
-    print(f"| cold − warm, paired | {statistics.median(diffs):.1f} | | | |")
+    print(f"| bare − livekit, paired | {statistics.median(diffs):.1f} | | | |")
     for mode in MODES:
         places = Counter(r["at"][:150] for t in results[mode] for r in t["reports"])
         for place, count in places.most_common(5):

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import gc
-import importlib
-import logging
 import re
 from dataclasses import dataclass
-from typing import Final
 
 from livekit.agents import NOT_GIVEN, APIError, APIStatusError
 from livekit.agents.vad import VAD
 from livekit.plugins import openai, silero
 
 from .settings import Settings
-
-logger = logging.getLogger("coach.models")
 
 
 @dataclass(frozen=True)
@@ -112,42 +106,3 @@ def build_tts(settings: Settings) -> openai.TTS:
 def load_vad() -> VAD:
     """The silero voice-activity detector (loaded once per worker process)."""
     return silero.VAD.load()
-
-
-_FIRST_USE_MODULES: Final = (
-    # the client's resources, imported at its first request
-    "openai.resources.chat.chat",
-    "openai.resources.chat.completions.completions",
-    "openai.resources.models",
-    "openai.lib.streaming.chat",
-    "livekit.agents.llm.async_toolset",
-    "jiter",  # its JSON parser
-    "anyio._backends._asyncio",  # httpx's first connection picks anyio's backend
-    "aiosqlite",  # SQLite's driver, imported when the engine first connects
-)
-"""Modules a job imported on its loop at first use, found by comparing ``sys.modules``
-before and after a job's first turns."""
-
-
-def warm_process() -> None:
-    """Pay a job process's one-time costs before any job: ``prewarm`` calls this last.
-
-    Measured with LiveKit's loop monitor on a job's first turns (``bench/loop_blocks.py``):
-
-    * the local end-of-turn model that every voice session loads took ~180 ms on the
-      job's loop the first time; later loads in the same process are free;
-    * the model client imported its chat resource, its JSON parser and httpx's async
-      backend at its first request;
-    * the first full garbage collection walked everything imported and built, holding
-      the loop ~360 ms. Collected now and frozen, those objects are never walked again.
-    """
-    from livekit.local_inference import EOT
-
-    EOT()
-    for name in _FIRST_USE_MODULES:
-        try:
-            importlib.import_module(name)
-        except ImportError:  # another release of a library: the job imports what it needs
-            logger.debug("nothing to warm up as %s", name)
-    gc.collect()
-    gc.freeze()

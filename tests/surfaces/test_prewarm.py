@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,25 +38,3 @@ def test_a_job_without_prewarm_still_gets_its_clients() -> None:
     settings = Settings(llm_base_url="http://127.0.0.1:9/v1")
     models = voice_models(FakeProc(), settings)  # type: ignore[arg-type]
     assert isinstance(models, VoiceModels)
-
-
-def test_prewarm_pays_the_process_one_time_costs(tmp_path: Path) -> None:
-    # In a process of its own, as a job process: prewarm freezes the heap it leaves.
-    program = (
-        "import gc, sys\n"
-        "from coach.models import _FIRST_USE_MODULES\n"
-        "from coach.surfaces.worker import prewarm\n"
-        "class Proc:\n"
-        "    userdata = {}\n"
-        "before = [m for m in _FIRST_USE_MODULES if m in sys.modules]\n"
-        "prewarm(Proc())\n"
-        "after = [m for m in _FIRST_USE_MODULES if m in sys.modules]\n"
-        "print(len(before), len(after), len(_FIRST_USE_MODULES), gc.get_freeze_count() > 0)\n"
-    )
-    env = {**os.environ, "COACH_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
-    out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path
-    )
-    assert out.returncode == 0, out.stderr
-    before, after, total, frozen = out.stdout.split()
-    assert int(before) < int(after) == int(total) and frozen == "True"

@@ -22,7 +22,7 @@ from livekit.agents import (
 from livekit.agents.worker import _DefaultLoadCalc
 
 from ..errors import InvalidWrite
-from ..models import VoiceModels, load_vad, warm_process
+from ..models import VoiceModels, load_vad
 from ..runtime import Runtime
 from ..settings import Settings, load_settings
 from ..store import check_identity
@@ -36,12 +36,12 @@ AGENT_NAME = "coach"
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Before a job arrives, once per job process: load the VAD, build the model clients
-    and pay the process's other one-time costs (:func:`~coach.models.warm_process`), so
-    the job's event loop starts the conversation without them."""
+    """Before a job arrives, once per job process: load the VAD and build the model
+    clients, so the job's event loop starts the conversation without building them.
+    (The framework's own warm-up — local inference models, the OpenAI SDK's resources, a
+    frozen heap — comes before this; ``bench/loop_blocks.py`` shows nothing is left.)"""
     proc.userdata["vad"] = load_vad()
     proc.userdata["models"] = VoiceModels.build(load_settings())
-    warm_process()
 
 
 def voice_models(proc: JobProcess, settings: Settings) -> VoiceModels:
