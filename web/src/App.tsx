@@ -42,7 +42,7 @@ const STATUS_LABEL = {
 function SessionView({ room, onLeave }: { room: CoachRoom; onLeave: () => void }) {
   const agent = useAgent(room);
   const status = useConnectionStatus(room);
-  const [board] = useBoard(room, agent?.identity ?? null);
+  const [board] = useBoard(room);
   const [transcript, sendTyped] = useTranscript(room);
   const agentState = agent?.attributes[ATTR_AGENT_STATE] ?? null;
 

@@ -12,6 +12,9 @@ interface BoardProps {
   onFocus: (itemId: string) => Promise<void>;
 }
 
+/** Shown when the agent has no `coach.get_state` (LiveKit's "unsupported method"). */
+export const UNSUPPORTED_LINE = "This coach does not send its board; update the worker.";
+
 const AGENT_LABEL: Record<string, string> = { coach: "Coach", strategist: "Strategist", evaluator: "Evaluator" };
 
 function title(text: string): string {
@@ -53,7 +56,7 @@ export function Board({ board, agentAttr, phaseAttr, onFocus }: BoardProps) {
   const agent = agentAttr || view?.agent || null;
   const phase = phaseAttr || view?.phase_id || null;
   const focus = view?.focus ?? null;
-  const syncing = board.needsSync || board.sync !== null;
+  const syncing = !board.unsupported && (board.needsSync || board.sync !== null || board.awaitingSnapshot);
 
   const focusOn = async (id: string) => {
     setFocusError(null);
@@ -84,11 +87,18 @@ export function Board({ board, agentAttr, phaseAttr, onFocus }: BoardProps) {
         </div>
       </header>
 
+      {board.unsupported && (
+        <p className="error" role="alert" data-testid="board-unsupported">
+          {UNSUPPORTED_LINE}
+        </p>
+      )}
       {!board.synced ? (
-        <div className="board-waiting">
-          <span className="spinner" aria-hidden="true" />
-          Waiting for the coach to share the board…
-        </div>
+        board.unsupported ? null : (
+          <div className="board-waiting">
+            <span className="spinner" aria-hidden="true" />
+            Waiting for the coach to share the board…
+          </div>
+        )
       ) : (
         <div className="board-body">
           <div className="card challenge">

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import type { ConversationEntry, PhaseOutputView, SessionSummary } from "./rpc";
 import type { CoachRoom } from "./room";
 import { callRpc, errorLine } from "./rpcClient";
@@ -55,17 +55,29 @@ export function SessionsPanel({ room, agentPresent, currentSessionId }: PanelPro
   const [loading, setLoading] = useState(false);
   const [open, setOpen] = useState<string | null>(null);
 
+  // Each call has a number; only the newest one's answer (or error) is shown, and
+  // `loading` is the newest one's: an older answer that comes late is dropped.
+  const latest = useRef(0);
+  useEffect(
+    () => () => {
+      latest.current += 1; // unmounted: no answer is wanted any more
+    },
+    [],
+  );
+
   const refresh = useCallback(async () => {
+    const call = ++latest.current;
     setLoading(true);
     setError(null);
     try {
       const answer = await callRpc(room, "coach.list_sessions", { limit: 50 });
+      if (call !== latest.current) return;
       setSessions(answer.sessions);
       setMore(answer.more);
     } catch (e) {
-      setError(errorLine(e));
+      if (call === latest.current) setError(errorLine(e));
     } finally {
-      setLoading(false);
+      if (call === latest.current) setLoading(false);
     }
   }, [room]);
 
@@ -304,11 +316,16 @@ function Conversation({ room, sessionId }: { room: CoachRoom; sessionId: string 
   const [before, setBefore] = useState<number | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [loadingOlder, setLoadingOlder] = useState(false);
+  // The query the entries answer (session, steps or not): "Load older" appends only to its own.
+  const query = useRef(0);
 
   useEffect(() => {
     let live = true;
+    query.current += 1;
     setError(null);
     setEntries(null);
+    setBefore(null);
+    setLoadingOlder(false);
     callRpc(room, "coach.get_session_conversation", {
       session_id: sessionId,
       include_steps: withSteps,
@@ -328,6 +345,7 @@ function Conversation({ room, sessionId }: { room: CoachRoom; sessionId: string 
 
   const loadOlder = async () => {
     if (before === null) return;
+    const asked = query.current;
     setLoadingOlder(true);
     setError(null);
     try {
@@ -337,12 +355,13 @@ function Conversation({ room, sessionId }: { room: CoachRoom; sessionId: string 
         limit: CONVERSATION_PAGE,
         before,
       });
+      if (asked !== query.current) return; // the toggle (or the session) changed meanwhile
       setEntries((current) => [...answer.entries, ...(current ?? [])]);
       setBefore(answer.before);
     } catch (e) {
-      setError(errorLine(e));
+      if (asked === query.current) setError(errorLine(e));
     } finally {
-      setLoadingOlder(false);
+      if (asked === query.current) setLoadingOlder(false);
     }
   };
 

@@ -12,14 +12,23 @@ import {
   TOPIC_STATE,
   TOPIC_TRANSCRIPTION,
 } from "./room";
-import { callRpc } from "./rpcClient";
-import { type BoardAction, type BoardState, boardReducer, initialBoard, parseStateMessage, snapshotFromAnswer } from "./state";
+import { callRpc, isUnsupportedMethod } from "./rpcClient";
+import {
+  type BoardAction,
+  type BoardState,
+  boardReducer,
+  initialBoard,
+  parseStateMessage,
+  readGetStateAnswer,
+} from "./state";
 import { emptyTranscript, transcriptReducer, type TranscriptState } from "./transcript";
 
-/** How long a fresh read may take before it is asked for again. */
-export const SYNC_TIMEOUT_MS = 10_000;
-/** The pause before asking again after a fresh read failed. */
-export const SYNC_RETRY_MS = 2_000;
+/**
+ * How long the snapshot of a fresh read may take to come on the stream once
+ * `coach.get_state` has answered, before the read is asked for again. (The call itself
+ * ends by its own limits: the wait for the agent, LiveKit's response timeout.)
+ */
+export const SNAPSHOT_WAIT_MS = 10_000;
 
 export function useAgent(room: CoachRoom): AgentInfo | null {
   const [agent, setAgent] = useState<AgentInfo | null>(() => room.agent());
@@ -46,23 +55,36 @@ async function readAll(stream: IncomingText): Promise<string> {
 }
 
 /**
- * The design board: coach.state messages through the reducer, and a fresh read
- * (`coach.get_state`) whenever the reducer wants one and the agent is there.
+ * The design board: coach.state messages of the agent participant through the reducer,
+ * and a fresh read (`coach.get_state`) whenever the reducer wants one and the agent is
+ * there. Never two reads at once; a failed one is asked again after a growing pause.
  */
-export function useBoard(room: CoachRoom, agentIdentity: string | null): [BoardState, Dispatch<BoardAction>] {
-  const [board, dispatch] = useReducer(boardReducer, undefined, initialBoard);
+export function useBoard(room: CoachRoom): [BoardState, Dispatch<BoardAction>] {
+  const [board, dispatch] = useReducer(boardReducer, room, (r: CoachRoom) => initialBoard(r.agent()?.identity ?? null));
+
+  // The agent, as the room says, in the same order as its messages: a new agent's
+  // messages are read only after the reducer knows it is the agent.
+  useEffect(() => {
+    dispatch({ type: "agent", identity: room.agent()?.identity ?? null });
+    return room.onAgentChange((agent) => dispatch({ type: "agent", identity: agent?.identity ?? null }));
+  }, [room]);
 
   // Messages are read one after the other, so they reach the reducer in arrival order.
   useEffect(() => {
     let queue = Promise.resolve();
     let live = true;
     const unsubscribe = room.onTextStream(TOPIC_STATE, (stream) => {
+      const sender = stream.senderIdentity;
+      if (sender !== room.agent()?.identity) {
+        console.warn(`coach.state: a stream from ${JSON.stringify(sender)}, not the agent: ignored`);
+        return;
+      }
       queue = queue.then(async () => {
         try {
           const text = await readAll(stream);
           const message = parseStateMessage(text);
           if (!message) console.warn("coach.state: not a state message, ignored");
-          else if (live) dispatch({ type: "message", message });
+          else if (live) dispatch({ type: "message", sender, message });
         } catch (error) {
           console.warn("coach.state: a message could not be read", error);
         }
@@ -76,39 +98,52 @@ export function useBoard(room: CoachRoom, agentIdentity: string | null): [BoardS
 
   useEffect(() => room.onReconnected(() => dispatch({ type: "reconnect" })), [room]);
 
-  // Another agent (a new job after the first left) has its own state: read it afresh.
-  const lastAgent = useRef<string | null>(null);
+  // Start a fresh read when one is wanted: at once, or once the pause after a failure is over.
+  const wanted = board.needsSync && board.sync === null && board.agent !== null && !board.unsupported;
+  const retryAt = board.retryAt;
   useEffect(() => {
-    if (!agentIdentity) return;
-    if (lastAgent.current !== null) dispatch({ type: "reconnect" });
-    lastAgent.current = agentIdentity;
-  }, [agentIdentity]);
+    if (!wanted) return;
+    const wait = retryAt === null ? 0 : retryAt - Date.now();
+    if (wait <= 0) {
+      dispatch({ type: "syncStarted" });
+      return;
+    }
+    const timer = setTimeout(() => dispatch({ type: "syncStarted" }), wait);
+    return () => clearTimeout(timer);
+  }, [wanted, retryAt]);
 
+  // One call per sync, each after the one before has ended. The reducer ignores the
+  // answers of a sync that is over; its timer ends with it (or with the component).
+  const calls = useRef<Promise<void>>(Promise.resolve());
+  const syncId = board.sync?.id ?? null;
   useEffect(() => {
-    if (board.needsSync && board.sync === null && agentIdentity) dispatch({ type: "syncStarted" });
-  }, [board.needsSync, board.sync, agentIdentity]);
-
-  // One call per sync id: the reducer ignores the answers of a sync that is over.
-  const asked = useRef<number | null>(null);
-  useEffect(() => {
-    const sync = board.sync;
-    if (!sync || asked.current === sync.id) return;
-    asked.current = sync.id;
-    const syncId = sync.id;
-    const timer = setTimeout(() => dispatch({ type: "syncFailed", syncId }), SYNC_TIMEOUT_MS);
-    callRpc(room, "coach.get_state", {}).then(
-      (answer) => {
-        const snapshot = snapshotFromAnswer(answer);
-        if (snapshot) dispatch({ type: "snapshot", snapshot, syncId });
-        else dispatch({ type: "syncAnswered", syncId, session_id: answer.session_id, step: answer.step });
-      },
-      (error) => {
-        console.warn("coach.get_state failed", error);
-        clearTimeout(timer);
-        setTimeout(() => dispatch({ type: "syncFailed", syncId }), SYNC_RETRY_MS);
-      },
-    );
-  }, [room, board.sync]);
+    if (syncId === null) return;
+    let live = true;
+    let snapshotTimer: ReturnType<typeof setTimeout> | undefined;
+    calls.current = calls.current.then(async () => {
+      if (!live) return; // over before its turn came
+      try {
+        const answer = readGetStateAnswer(await callRpc(room, "coach.get_state", {}));
+        if (!answer) throw new Error("The coach's answer to coach.get_state is not {session_id, step}.");
+        if (!live) return;
+        snapshotTimer = setTimeout(() => dispatch({ type: "syncFailed", syncId, at: Date.now() }), SNAPSHOT_WAIT_MS);
+        dispatch({ type: "syncAnswered", syncId, session_id: answer.session_id, step: answer.step });
+      } catch (error) {
+        if (!live) return;
+        if (isUnsupportedMethod(error)) {
+          console.warn("coach.get_state: the agent does not have it", error);
+          dispatch({ type: "syncUnsupported", syncId });
+        } else {
+          console.warn("coach.get_state failed", error);
+          dispatch({ type: "syncFailed", syncId, at: Date.now() });
+        }
+      }
+    });
+    return () => {
+      live = false;
+      clearTimeout(snapshotTimer);
+    };
+  }, [room, syncId]);
 
   return [board, dispatch];
 }

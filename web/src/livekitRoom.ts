@@ -6,6 +6,7 @@ import {
   type RemoteParticipant,
   Room,
   RoomEvent,
+  RpcError,
   type TextStreamReader,
 } from "livekit-client";
 import {
@@ -14,6 +15,7 @@ import {
   type Connect,
   type ConnectionStatus,
   type IncomingText,
+  RpcCallError,
   type TextStreamHandler,
   TOPIC_STATE,
   TOPIC_TRANSCRIPTION,
@@ -184,7 +186,7 @@ export class LivekitCoachRoom implements CoachRoom {
     try {
       return await this.livekitRoom.localParticipant.performRpc({ destinationIdentity, method, payload });
     } catch (error) {
-      throw new Error(oneLine(error));
+      throw new RpcCallError(oneLine(error), error instanceof RpcError ? error.code : null);
     }
   }
 

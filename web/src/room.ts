@@ -38,6 +38,20 @@ export interface AgentInfo {
   readonly attributes: Readonly<Record<string, string>>;
 }
 
+/** LiveKit's RPC error code for a method the destination does not have. */
+export const RPC_UNSUPPORTED_METHOD = 1400;
+
+/** A failed RPC call: its one line, and LiveKit's error code (`RpcError.code`) when there is one. */
+export class RpcCallError extends Error {
+  constructor(
+    message: string,
+    readonly code: number | null = null,
+  ) {
+    super(message);
+    this.name = "RpcCallError";
+  }
+}
+
 export type ConnectionStatus = "connecting" | "connected" | "reconnecting" | "disconnected";
 
 export type Unsubscribe = () => void;
@@ -52,7 +66,10 @@ export interface CoachRoom {
   onTextStream(topic: string, handler: TextStreamHandler): Unsubscribe;
   sendText(text: string, topic: string): Promise<void>;
 
-  /** Call an RPC method on a participant; rejects with an Error whose message is one line. */
+  /**
+   * Call an RPC method on a participant; rejects with an Error whose message is one line
+   * (an `RpcCallError` with LiveKit's code when the call itself was refused).
+   */
   performRpc(destinationIdentity: string, method: string, payload: string): Promise<string>;
 
   /** The agent participant, once it has joined (null before, and after it left). */

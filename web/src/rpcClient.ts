@@ -1,7 +1,7 @@
 // Typed RPC calls on the agent participant.
 
 import type { CoachRpc } from "./rpc";
-import type { AgentInfo, CoachRoom } from "./room";
+import { type AgentInfo, type CoachRoom, RPC_UNSUPPORTED_METHOD, RpcCallError } from "./room";
 
 export type Method = keyof CoachRpc;
 export type RpcRequest<M extends Method> = CoachRpc[M]["request"];
@@ -48,4 +48,9 @@ export function errorLine(error: unknown): string {
   const text = error instanceof Error ? error.message : typeof error === "string" ? error : "";
   const line = text.split("\n").find((l) => l.trim())?.trim();
   return line || "Something went wrong.";
+}
+
+/** The call was refused because the agent does not have the method (an older worker). */
+export function isUnsupportedMethod(error: unknown): boolean {
+  return error instanceof RpcCallError && error.code === RPC_UNSUPPORTED_METHOD;
 }

@@ -2,13 +2,14 @@
 // connection events are pushed by the test; RPCs are answered from fixtures and recorded.
 
 import type { Snapshot } from "../src/state";
-import type {
-  AgentInfo,
-  CoachRoom,
-  ConnectionStatus,
-  IncomingText,
-  TextStreamHandler,
-  Unsubscribe,
+import {
+  type AgentInfo,
+  type CoachRoom,
+  type ConnectionStatus,
+  type IncomingText,
+  RpcCallError,
+  type TextStreamHandler,
+  type Unsubscribe,
 } from "../src/room";
 import type {
   ConversationEntry,
@@ -25,10 +26,11 @@ export interface FakeFixtures {
   conversation: Record<string, ConversationEntry[]>;
   /** By session id: an answer, or an error's one line. */
   resume: Record<string, ResumeSessionResponse | { error: string }>;
-  /** What coach.get_state reads. */
+  /**
+   * The agent's state. `coach.get_state` answers like the server: `{session_id, step}`,
+   * with this snapshot sent on coach.state (at once, or when the test releases it).
+   */
   state: Snapshot;
-  /** "answer": the zones come in the RPC answer; "stream": as a snapshot on coach.state. */
-  getStateMode: "answer" | "stream";
 }
 
 export interface RpcCall {
@@ -84,11 +86,16 @@ export class FakeRoom implements CoachRoom {
   readonly roomName = "coach-test";
   readonly calls: RpcCall[] = [];
   readonly sent: Array<{ topic: string; text: string }> = [];
-  /** The next call of a method fails with this one line. */
-  readonly failNext = new Map<string, string>();
-  /** Calls of these methods wait until `release(method)`. */
+  /** The methods whose answers (or errors) have been given back, in that order. */
+  readonly answered: string[] = [];
+  /** The next call of a method fails with this one line (and LiveKit's error code). */
+  readonly failNext = new Map<string, string | { message: string; code: number }>();
+  /** Calls of these methods are answered when the test releases them (`release`). */
   readonly held = new Map<string, Array<() => void>>();
   readonly holding = new Set<string>();
+  /** While set, the snapshots of coach.get_state wait for `releaseSnapshots()`. */
+  holdingSnapshots = false;
+  readonly heldSnapshots: Snapshot[] = [];
 
   private readonly handlers = new Map<string, TextStreamHandler>();
   private readonly early = new Map<string, FakeStream[]>();
@@ -126,16 +133,31 @@ export class FakeRoom implements CoachRoom {
   async performRpc(destinationIdentity: string, method: string, payload: string): Promise<string> {
     const request: unknown = JSON.parse(payload);
     this.calls.push({ method, request });
-    if (destinationIdentity !== this.currentAgent?.identity) throw new Error("Recipient not found");
-    if (this.holding.has(method)) {
-      await new Promise<void>((resolve) => this.held.set(method, [...(this.held.get(method) ?? []), resolve]));
-    }
+    if (destinationIdentity !== this.currentAgent?.identity) throw new RpcCallError("Recipient not found", 1401);
+    // The agent reads its state when the call comes; a held call gives it back later.
+    let outcome: { answer: string } | { error: Error };
     const failure = this.failNext.get(method);
     if (failure !== undefined) {
       this.failNext.delete(method);
-      throw new Error(failure);
+      outcome = {
+        error: typeof failure === "string" ? new RpcCallError(failure, 1500) : new RpcCallError(failure.message, failure.code),
+      };
+    } else {
+      try {
+        outcome = { answer: JSON.stringify(this.answer(method, request as Record<string, unknown>)) };
+      } catch (error) {
+        // A handler's error is an application error (1500), unless the call never reached one.
+        outcome = {
+          error: error instanceof RpcCallError ? error : new RpcCallError(error instanceof Error ? error.message : String(error), 1500),
+        };
+      }
     }
-    return JSON.stringify(this.answer(method, request as Record<string, unknown>));
+    if (this.holding.has(method)) {
+      await new Promise<void>((resolve) => this.held.set(method, [...(this.held.get(method) ?? []), resolve]));
+    }
+    this.answered.push(method);
+    if ("error" in outcome) throw outcome.error;
+    return outcome.answer;
   }
 
   agent(): AgentInfo | null {
@@ -234,10 +256,33 @@ export class FakeRoom implements CoachRoom {
     this.holding.add(method);
   }
 
+  /** Answer the held calls of a method and stop holding it. */
   release(method: string): void {
     this.holding.delete(method);
     for (const resolve of this.held.get(method) ?? []) resolve();
     this.held.delete(method);
+  }
+
+  /** Answer one held call (the oldest or the newest); later calls are still held. */
+  releaseOne(method: string, which: "oldest" | "newest"): void {
+    const waiting = this.held.get(method) ?? [];
+    const resolve = which === "oldest" ? waiting.shift() : waiting.pop();
+    resolve?.();
+  }
+
+  /** How many calls of a method are waiting to be answered. */
+  heldCount(method: string): number {
+    return this.held.get(method)?.length ?? 0;
+  }
+
+  holdSnapshots(): void {
+    this.holdingSnapshots = true;
+  }
+
+  /** Send the held snapshots on coach.state, and the next ones at once. */
+  releaseSnapshots(): void {
+    this.holdingSnapshots = false;
+    for (const s of this.heldSnapshots.splice(0)) this.pushState({ type: "snapshot", ...s });
   }
 
   private answer(method: string, request: Record<string, unknown>): unknown {
@@ -245,13 +290,11 @@ export class FakeRoom implements CoachRoom {
     const sessionId = typeof request["session_id"] === "string" ? request["session_id"] : "";
     switch (method) {
       case "coach.get_state": {
+        // Like the server: the snapshot goes on the stream, the answer says where it is.
         const s = f.state;
-        if (f.getStateMode === "stream") {
-          // The zones follow on the stream, after the answer.
-          setTimeout(() => this.pushState({ type: "snapshot", ...s }), 30);
-          return { session_id: s.session_id, step: s.step };
-        }
-        return s;
+        if (this.holdingSnapshots) this.heldSnapshots.push(s);
+        else this.pushState({ type: "snapshot", ...s });
+        return { session_id: s.session_id, step: s.step };
       }
       case "coach.focus":
         return { ok: true, step: null };
@@ -282,7 +325,7 @@ export class FakeRoom implements CoachRoom {
         return answer;
       }
       default:
-        throw new Error(`unknown method ${method}`);
+        throw new RpcCallError("Method not supported at destination", 1400);
     }
   }
 }

@@ -13,31 +13,59 @@ import {
   template,
   view,
 } from "../fixtures";
-import { connect, expectBoardAt, pushState, rpcCalls, screenshot, setServerState } from "./helpers";
+import {
+  answeredCount,
+  CLOCK_START,
+  connect,
+  expectBoardAt,
+  pauseClock,
+  pushState,
+  rpcCalls,
+  screenshot,
+  setServerState,
+} from "./helpers";
 
 test("the start screen asks for a name and shows the server's one-line error", async ({ page }) => {
   await page.route("**/api/token", (route) =>
-    route.fulfill({ status: 400, contentType: "application/json", body: JSON.stringify({ error: "an identity is at most 64 characters" }) }),
+    route.fulfill({
+      status: 400,
+      contentType: "application/json",
+      body: JSON.stringify({ error: "An identity can have at most 255 characters (this one has 300)." }),
+    }),
   );
   await page.goto("/tests/harness/index.html");
   await expect(page.getByLabel("Your name")).toBeFocused();
   await screenshot(page, "start-screen");
   await page.getByRole("button", { name: "Connect" }).click();
   await expect(page.getByRole("alert")).toHaveText("Enter your name to start.");
-  await page.getByLabel("Your name").fill("x".repeat(80));
+  await page.getByLabel("Your name").fill("x".repeat(300));
   await page.getByRole("button", { name: "Connect" }).click();
-  await expect(page.getByRole("alert")).toHaveText("an identity is at most 64 characters");
+  await expect(page.getByRole("alert")).toHaveText("An identity can have at most 255 characters (this one has 300).");
   await expect(page.getByRole("region", { name: "Design board" })).toHaveCount(0);
 });
 
-test("a server without LiveKit keys: its 503 line is shown", async ({ page }) => {
+test("an identity the server refuses: its 400 line is shown under the name field", async ({ page }) => {
+  // What POST /api/token answers for an identity check_identity refuses.
   await page.route("**/api/token", (route) =>
-    route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ error: "LiveKit is not configured" }) }),
+    route.fulfill({
+      status: 400,
+      contentType: "application/json",
+      body: JSON.stringify({ error: "An identity must be plain text: no control characters and nothing that is not UTF-8." }),
+    }),
   );
   await page.goto("/tests/harness/index.html");
-  await page.getByLabel("Your name").fill("ada");
+  const name = page.getByLabel("Your name");
+  await name.fill("ada");
   await page.getByRole("button", { name: "Connect" }).click();
-  await expect(page.getByRole("alert")).toHaveText("LiveKit is not configured");
+  const line = page.getByRole("alert");
+  await expect(line).toHaveText("An identity must be plain text: no control characters and nothing that is not UTF-8.");
+  await expect(name).toHaveAttribute("aria-invalid", "true");
+  await expect(name).toHaveAttribute("aria-describedby", (await line.getAttribute("id")) ?? "no id");
+  const field = (await name.boundingBox())!;
+  const below = (await line.boundingBox())!;
+  expect(below.y).toBeGreaterThanOrEqual(field.y + field.height);
+  await expect(name).toBeEnabled();
+  await expect(name).toHaveValue("ada");
 });
 
 test("scripted deltas render the board, with the agent and phase from attributes", async ({ page }) => {
@@ -122,21 +150,23 @@ test("a gap asks for a fresh read and shows the snapshot, never a mix; a duplica
 
   // Steps 3 and 4 are lost; 5 arrives. The server is at 4 now.
   await setServerState(page, snapshot(SESSION_A, 4, { data: data({ challenge: "Step four", insights: INSIGHTS }) }));
-  await page.evaluate(() => window.coachTest.fake.hold("coach.get_state"));
+  await page.evaluate(() => window.coachTest.fake.holdSnapshots());
   await pushState(page, delta(SESSION_A, 5, "data", data({ challenge: "Step five", insights: INSIGHTS, ideas: IDEAS })));
-  await expect.poll(async () => (await rpcCalls(page, "coach.get_state")).length).toBe(2);
-  // While the read is in flight, the board still shows step 2 whole.
+  await expect.poll(() => answeredCount(page, "coach.get_state")).toBe(2);
+  // While the read's snapshot is on its way, the board still shows step 2 whole.
   await expectBoardAt(page, SESSION_A, 2);
   await expect(page.getByTestId("challenge")).toHaveText("Step two");
-  await page.evaluate(() => window.coachTest.fake.release("coach.get_state"));
+  await expect(page.getByText("Updating…")).toBeVisible();
+  await page.evaluate(() => window.coachTest.fake.releaseSnapshots());
   await expectBoardAt(page, SESSION_A, 5);
   await expect(page.getByTestId("challenge")).toHaveText("Step five");
   await expect(page.getByRole("list", { name: "Ideas" }).getByRole("button")).toHaveCount(2);
+  await expect(page.getByText("Updating…")).toHaveCount(0);
   expect(await rpcCalls(page, "coach.get_state")).toHaveLength(2);
 });
 
 test("a resume switches the session: the new one's deltas wait for its snapshot", async ({ page }) => {
-  await connect(page, { query: "?state=stream" });
+  await connect(page);
   await expectBoardAt(page, SESSION_A, 0);
   await pushState(page, delta(SESSION_A, 1, "data", data({ challenge: "Session A" })));
   await expect(page.getByTestId("challenge")).toHaveText("Session A");
@@ -183,4 +213,171 @@ test("clicking an idea sends coach.focus with its id; the view delta highlights 
   await page.locator('[data-item-id="ins-1"]').click();
   await expect(page.getByTestId("focus-error")).toHaveText("no such item");
   expect((await rpcCalls(page, "coach.focus")).map((c) => c.request)).toEqual([{ item: "idea-2" }, { item: "ins-1" }]);
+});
+
+test("a fresh read whose snapshot comes after the answer: the board waits for it", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0);
+  await setServerState(page, snapshot(SESSION_A, 3, { data: data({ challenge: "Read at three" }) }));
+  await page.evaluate(() => {
+    window.coachTest.fake.holdSnapshots();
+    window.coachTest.fake.reconnect();
+  });
+  // The answer ({session_id, step}) has been given back; the snapshot is still held.
+  await expect.poll(() => answeredCount(page, "coach.get_state")).toBe(2);
+  await expectBoardAt(page, SESSION_A, 0);
+  await expect(page.getByText("Updating…")).toBeVisible();
+  await page.evaluate(() => window.coachTest.fake.releaseSnapshots());
+  await expectBoardAt(page, SESSION_A, 3);
+  await expect(page.getByTestId("challenge")).toHaveText("Read at three");
+  await expect(page.getByText("Updating…")).toHaveCount(0);
+  expect(await rpcCalls(page, "coach.get_state")).toHaveLength(2);
+});
+
+test("a fresh read whose snapshot comes before the answer: shown at once, over with the answer", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0);
+  await setServerState(page, snapshot(SESSION_A, 3, { data: data({ challenge: "Read at three" }) }));
+  await page.evaluate(() => {
+    window.coachTest.fake.hold("coach.get_state");
+    window.coachTest.fake.reconnect();
+  });
+  // The snapshot is on the stream; the answer is held.
+  await expectBoardAt(page, SESSION_A, 3);
+  await expect(page.getByTestId("challenge")).toHaveText("Read at three");
+  await expect(page.getByText("Updating…")).toBeVisible();
+  expect(await answeredCount(page, "coach.get_state")).toBe(1);
+  await page.evaluate(() => window.coachTest.fake.release("coach.get_state"));
+  await expect(page.getByText("Updating…")).toHaveCount(0);
+  await expectBoardAt(page, SESSION_A, 3);
+  expect(await rpcCalls(page, "coach.get_state")).toHaveLength(2);
+});
+
+test("a coach.state message from another participant is not shown", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0);
+  await page.evaluate(
+    ([forged, forgedSnapshot]) => {
+      const fake = window.coachTest.fake;
+      fake.sendStream("coach.state", "mallory", JSON.stringify(forged));
+      fake.sendStream("coach.state", "ada", JSON.stringify(forgedSnapshot));
+    },
+    [
+      delta(SESSION_A, 1, "data", data({ challenge: "Forged by mallory" })),
+      { type: "snapshot", ...snapshot(SESSION_B, 9, { data: data({ challenge: "Forged snapshot" }) }) },
+    ],
+  );
+  // The agent's own step 1 comes after them: had the forged step 1 been taken, this one
+  // would be a duplicate and not shown.
+  await pushState(page, delta(SESSION_A, 1, "data", data({ challenge: "From the coach" })));
+  await expectBoardAt(page, SESSION_A, 1);
+  await expect(page.getByTestId("challenge")).toHaveText("From the coach");
+});
+
+test("the worker died and another agent resumed the session behind it: its board replaces the old one", async ({ page }) => {
+  await connect(page);
+  await expectBoardAt(page, SESSION_A, 0);
+  await pushState(
+    page,
+    delta(SESSION_A, 1, "data", data({ challenge: "Eat well" })),
+    delta(SESSION_A, 2, "data", data({ challenge: "Eat well", ideas: IDEAS })),
+    delta(SESSION_A, 3, "template", template(BRIEF)),
+  );
+  await expectBoardAt(page, SESSION_A, 3);
+  // Steps 2 and 3 were published but never committed: the new agent resumes at 1.
+  await setServerState(page, snapshot(SESSION_A, 1, { data: data({ challenge: "Eat well" }) }));
+  await page.evaluate(() => {
+    const fake = window.coachTest.fake;
+    fake.holdSnapshots();
+    fake.setAgent(null);
+    fake.setAgent({ identity: "agent-coach-2", attributes: { "lk.agent.state": "listening" } });
+  });
+  await expect.poll(() => answeredCount(page, "coach.get_state")).toBe(2);
+  // A late message of the dead worker is not read.
+  await page.evaluate((late) => {
+    window.coachTest.fake.sendStream("coach.state", "agent-coach", JSON.stringify(late));
+  }, delta(SESSION_A, 4, "data", data({ challenge: "From the dead worker" })));
+  await page.evaluate(() => window.coachTest.fake.releaseSnapshots());
+  await expectBoardAt(page, SESSION_A, 1);
+  await expect(page.getByTestId("challenge")).toHaveText("Eat well");
+  await expect(page.getByRole("list", { name: "Ideas" })).toHaveCount(0);
+  await expect(page.locator(".brief .markdown")).toHaveCount(0);
+  // The new agent carries on from its own step.
+  await pushState(page, delta(SESSION_A, 2, "data", data({ challenge: "Eat well, again" })));
+  await expectBoardAt(page, SESSION_A, 2);
+  await expect(page.getByTestId("challenge")).toHaveText("Eat well, again");
+  await expect(page.getByText("Updating…")).toHaveCount(0);
+});
+
+test("an agent without coach.get_state: one line, and it is not asked again", async ({ page }) => {
+  await page.clock.install({ time: CLOCK_START });
+  await connect(page, { query: "?agent=none" });
+  await pauseClock(page);
+  await page.evaluate(() => {
+    const fake = window.coachTest.fake;
+    fake.failNext.set("coach.get_state", { message: "Method not supported at destination", code: 1400 });
+    fake.setAgent({ identity: "agent-old", attributes: {} });
+  });
+  await expect(page.getByTestId("board-unsupported")).toHaveText("This coach does not send its board; update the worker.");
+  await expect(page.getByText("Waiting for the coach to share the board")).toHaveCount(0);
+  await page.clock.runFor(120_000);
+  await page.evaluate(() => window.coachTest.fake.reconnect());
+  await page.clock.runFor(120_000);
+  expect(await rpcCalls(page, "coach.get_state")).toHaveLength(1);
+  // A new agent (an updated worker) is asked.
+  await page.evaluate(() => window.coachTest.fake.setAgent({ identity: "agent-new", attributes: {} }));
+  await expectBoardAt(page, SESSION_A, 0);
+  await expect(page.getByTestId("board-unsupported")).toHaveCount(0);
+  expect(await rpcCalls(page, "coach.get_state")).toHaveLength(2);
+});
+
+test("a failed fresh read is asked again after 1 s, then 2 s; a lost snapshot too; nothing once the view is gone", async ({ page }) => {
+  await page.clock.install({ time: CLOCK_START });
+  await connect(page, { query: "?agent=none" });
+  await pauseClock(page);
+  const getStateCalls = async () => (await rpcCalls(page, "coach.get_state")).length;
+  const fail = () => page.evaluate(() => window.coachTest.fake.failNext.set("coach.get_state", "the store is busy"));
+
+  await fail();
+  await page.evaluate(() => window.coachTest.fake.setAgent({ identity: "agent-coach", attributes: {} }));
+  await expect.poll(() => answeredCount(page, "coach.get_state")).toBe(1);
+  await fail();
+  await page.clock.runFor(999);
+  expect(await getStateCalls()).toBe(1);
+  await page.clock.runFor(1);
+  await expect.poll(() => answeredCount(page, "coach.get_state")).toBe(2);
+  await page.clock.runFor(1_999);
+  expect(await getStateCalls()).toBe(2);
+  await page.clock.runFor(1);
+  await expectBoardAt(page, SESSION_A, 0);
+  expect(await getStateCalls()).toBe(3);
+  // Read: no timer is left to ask again.
+  await page.clock.runFor(120_000);
+  expect(await getStateCalls()).toBe(3);
+
+  // The answer comes, its snapshot never does: asked again 10 s after the answer, then 1 s later.
+  await setServerState(page, snapshot(SESSION_A, 2, { data: data({ challenge: "Read at two" }) }));
+  await page.evaluate(() => {
+    window.coachTest.fake.holdSnapshots();
+    window.coachTest.fake.reconnect();
+  });
+  await expect.poll(() => answeredCount(page, "coach.get_state")).toBe(4);
+  await page.clock.runFor(9_999);
+  expect(await getStateCalls()).toBe(4);
+  await page.clock.runFor(1);
+  await page.clock.runFor(1_000);
+  await expect.poll(getStateCalls).toBe(5);
+
+  // A failure, then the view goes away before the retry: nothing is asked after it.
+  await expectBoardAt(page, SESSION_A, 0);
+  await page.evaluate(() => window.coachTest.fake.releaseSnapshots());
+  await expectBoardAt(page, SESSION_A, 2);
+  await expect(page.getByText("Updating…")).toHaveCount(0);
+  await fail();
+  await page.evaluate(() => window.coachTest.fake.reconnect());
+  await expect.poll(() => answeredCount(page, "coach.get_state")).toBe(6);
+  await page.getByRole("button", { name: "Disconnect" }).click();
+  await expect(page.getByLabel("Your name")).toBeVisible();
+  await page.clock.runFor(120_000);
+  expect(await getStateCalls()).toBe(6);
 });

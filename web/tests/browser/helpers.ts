@@ -57,3 +57,20 @@ export async function expectBoardAt(page: Page, session: string, step: number): 
   await expect(board).toHaveAttribute("data-session", session);
   await expect(board).toHaveAttribute("data-step", String(step));
 }
+
+/** How many calls of a method the fake has answered (or failed), in any order. */
+export async function answeredCount(page: Page, method: string): Promise<number> {
+  return page.evaluate((m) => window.coachTest.fake.answered.filter((a) => a === m).length, method);
+}
+
+/** How many calls of a method are held by the fake, waiting for the test. */
+export async function heldCount(page: Page, method: string): Promise<number> {
+  return page.evaluate((m) => window.coachTest.fake.heldCount(m), method);
+}
+
+/** Install Playwright's clock before the page loads; `pauseClock` then stops time for `runFor`. */
+export const CLOCK_START = new Date("2030-01-07T09:00:00Z");
+
+export async function pauseClock(page: Page): Promise<void> {
+  await page.clock.pauseAt(new Date(CLOCK_START.getTime() + 3_600_000));
+}

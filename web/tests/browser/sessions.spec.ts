@@ -1,6 +1,6 @@
 import { expect, type Page, test } from "@playwright/test";
 import { delta, fullData, SESSION_A, SESSION_B, SESSION_C, snapshot, template, view } from "../fixtures";
-import { connect, expectBoardAt, pushState, rpcCalls, screenshot, setServerState } from "./helpers";
+import { answeredCount, connect, expectBoardAt, heldCount, pushState, rpcCalls, screenshot, setServerState } from "./helpers";
 
 function session(page: Page, id: string) {
   return page.locator(`li.session-node[data-session-id="${id}"]`);
@@ -131,4 +131,86 @@ test("an RPC error listing the sessions is shown as its one line", async ({ page
   await panel.getByRole("button", { name: "Refresh" }).click();
   await expect(panel.locator(".session-challenge")).toHaveCount(3);
   await expect(panel.getByRole("alert")).toHaveCount(0);
+});
+
+test("overlapping refreshes of the list: an older answer that comes last does not replace the newer", async ({ page }) => {
+  await connect(page);
+  const panel = page.getByRole("region", { name: "Sessions" });
+  const challenges = panel.locator(".session-challenge");
+  await expectBoardAt(page, SESSION_A, 0);
+  // Listed when the agent came, and again when the board's session became A.
+  await expect.poll(() => answeredCount(page, "coach.list_sessions")).toBe(2);
+  await expect(challenges).toHaveCount(3);
+
+  await page.evaluate(() => window.coachTest.fake.hold("coach.list_sessions"));
+  // The board's session changes twice; each change lists again. The server's list
+  // changed between the two calls.
+  await pushState(page, { type: "snapshot", ...snapshot(SESSION_B, 1) });
+  await expect.poll(() => heldCount(page, "coach.list_sessions")).toBe(1);
+  await page.evaluate(() => {
+    const fake = window.coachTest.fake;
+    const list = window.coachTest.fixtures.sessionsList();
+    fake.fixtures.sessions = {
+      ...list,
+      sessions: list.sessions.map((s) => (s.challenge === "Make the library quieter" ? { ...s, challenge: "A quieter library, renamed" } : s)),
+    };
+  });
+  await pushState(page, { type: "snapshot", ...snapshot(SESSION_C, 1) });
+  await expect.poll(() => heldCount(page, "coach.list_sessions")).toBe(2);
+  const button = panel.getByRole("button", { name: /Refresh|Loading…/ });
+  await expect(button).toHaveText("Loading…");
+
+  // The newer answer first: shown, and the panel is no longer loading.
+  await page.evaluate(() => window.coachTest.fake.releaseOne("coach.list_sessions", "newest"));
+  await expect(challenges.last()).toHaveText("A quieter library, renamed");
+  await expect(button).toHaveText("Refresh");
+  // Then the older one: dropped.
+  await page.evaluate(() => window.coachTest.fake.releaseOne("coach.list_sessions", "oldest"));
+  await expect.poll(() => answeredCount(page, "coach.list_sessions")).toBe(4);
+  // One more call, which fails: once its line is shown, the older answer has long been
+  // handled (they update the same panel, in order).
+  await page.evaluate(() => {
+    const fake = window.coachTest.fake;
+    fake.release("coach.list_sessions");
+    fake.failNext.set("coach.list_sessions", "the database did not answer");
+  });
+  await button.click();
+  await expect(panel.getByRole("alert")).toHaveText("the database did not answer");
+  await expect(challenges).toHaveText([
+    "How might we help commuters eat well?",
+    "How might we help commuters eat well? (lockers branch)",
+    "A quieter library, renamed",
+  ]);
+});
+
+test("an older page that comes after the steps toggle changed is dropped", async ({ page }) => {
+  await connect(page);
+  const node = session(page, SESSION_A).locator("> .session");
+  await node.locator(".session-main").click();
+  const conversation = node.getByTestId("conversation");
+  const entries = conversation.locator("li.entry");
+  await expect(entries).toHaveCount(20);
+
+  await page.evaluate(() => window.coachTest.fake.hold("coach.get_session_conversation"));
+  await conversation.getByRole("button", { name: "Load older" }).click();
+  await expect.poll(() => heldCount(page, "coach.get_session_conversation")).toBe(1);
+  await conversation.getByLabel("Show steps").check();
+  await expect.poll(() => heldCount(page, "coach.get_session_conversation")).toBe(2);
+
+  // The page with steps first, then the older page of the messages-only view.
+  await page.evaluate(() => window.coachTest.fake.releaseOne("coach.get_session_conversation", "newest"));
+  await expect(conversation.locator("li.entry.step")).toHaveCount(3);
+  await page.evaluate(() => window.coachTest.fake.releaseOne("coach.get_session_conversation", "oldest"));
+  await expect.poll(() => answeredCount(page, "coach.get_session_conversation")).toBe(3);
+  // A later call that fails: once its line is shown, the older page has been handled.
+  await page.evaluate(() => {
+    const fake = window.coachTest.fake;
+    fake.release("coach.get_session_conversation");
+    fake.failNext.set("coach.get_session_conversation", "the database did not answer");
+  });
+  await conversation.getByRole("button", { name: "Load older" }).click();
+  await expect(conversation.getByRole("alert")).toHaveText("the database did not answer");
+  await expect(entries).toHaveCount(20);
+  await expect(conversation.locator("li.entry.message .said").first()).toHaveText("message 10");
+  await expect(conversation.getByRole("button", { name: "Load older" })).toBeEnabled();
 });

@@ -2,7 +2,6 @@
 // The token request is the real one (fetchToken), answered by the test's route.
 //
 // Query: ?agent=none  the agent has not joined yet
-//        ?state=stream  coach.get_state answers where the state is and sends the zones on the stream
 
 import { createRoot } from "react-dom/client";
 import { App } from "../../src/App";
@@ -20,7 +19,6 @@ const fake = new FakeRoom(
     conversation: fixtures.conversationFor(),
     resume: fixtures.resumeAnswers(),
     state: fixtures.snapshot(fixtures.SESSION_A, 0),
-    getStateMode: params.get("state") === "stream" ? "stream" : "answer",
   },
   params.get("agent") === "none" ? null : undefined,
 );

@@ -18,12 +18,12 @@ describe("fetchToken", () => {
     await expect(fetchToken("ada", fakeFetch(200, JSON.stringify(answer)))).resolves.toEqual(answer);
   });
 
-  it("a refusal is the server's one line (400, 503)", async () => {
-    await expect(fetchToken("ada", fakeFetch(400, '{"error":"an identity has no spaces"}'))).rejects.toThrow(
-      "an identity has no spaces",
-    );
-    await expect(fetchToken("ada", fakeFetch(503, '{"error":"LiveKit keys are missing"}'))).rejects.toThrow(
-      "LiveKit keys are missing",
+  it("a refusal is the server's one line (400, 413)", async () => {
+    await expect(
+      fetchToken("ada", fakeFetch(400, '{"error":"An identity must not start or end with a space."}')),
+    ).rejects.toThrow("An identity must not start or end with a space.");
+    await expect(fetchToken("ada", fakeFetch(413, '{"error":"The request is over 4096 bytes."}'))).rejects.toThrow(
+      "The request is over 4096 bytes.",
     );
   });
 
