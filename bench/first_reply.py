@@ -16,12 +16,12 @@ differences, and how long the build held the job's event loop. Run::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
 import time
 
+from .paired import main as paired_main
 from .paired import paired_trials
 
 MODES = ("inline", "prewarmed")
@@ -86,14 +86,7 @@ def _report(results: dict[str, list[dict[str, float]]], pairs: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.first_reply")
-    parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--child", nargs=3, metavar=("MODE", "URL", "DATABASE"))
-    args = parser.parse_args()
-    if args.child:
-        _child(*args.child)
-    else:
-        asyncio.run(_serve(args.pairs))
+    paired_main("first_reply", _child, _serve)
 
 
 if __name__ == "__main__":

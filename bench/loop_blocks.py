@@ -22,7 +22,6 @@ their stacks pass through coach's code, and the median of the paired differences
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib
 import json
@@ -33,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .paired import main as paired_main
 from .paired import paired_trials
 
 MODES = ("bare", "livekit")
@@ -154,14 +154,7 @@ def _report(results: dict[str, list[dict[str, Any]]], pairs: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.loop_blocks")
-    parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--child", nargs=3, metavar=("MODE", "URL", "DATABASE"))
-    args = parser.parse_args()
-    if args.child:
-        _child(*args.child)
-    else:
-        asyncio.run(_serve(args.pairs))
+    paired_main("loop_blocks", _child, _serve)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ one warm-up trial, so drift on a shared machine falls on both.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +46,18 @@ async def paired_trials(
                 trial = await asyncio.to_thread(_trial, module, mode, url, directory, n)
                 results[mode].append(trial)
     return results
+
+
+def main(
+    module: str, child: Callable[[str, str, str], None], serve: Callable[[int], Awaitable[None]]
+) -> None:
+    """The command line of ``bench.<module>``: ``--pairs N`` runs the trials (``serve``);
+    ``--child MODE URL DATABASE`` is one trial (``child``), as :func:`paired_trials` runs it."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{module}")
+    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--child", nargs=3, metavar=("MODE", "URL", "DATABASE"))
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+    else:
+        asyncio.run(serve(args.pairs))
