@@ -15,13 +15,12 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import MEMORY_SECRET
 from tests.fakes import FakeOpenAIServer, Reply
+from tests.recording.chat_process import spawn_chat
 from tests.recording.process_group import kill_group, wait_for_group
 
 REPLY_TIMEOUT = 60.0
@@ -37,32 +36,6 @@ class Line:
     role: str
     text: str
     at: float
-
-
-def workplace(home: Path) -> Path:
-    """``home``, created: a process's HOME and working directory."""
-    home.mkdir(parents=True, exist_ok=True)
-    return home
-
-
-def worker_env(
-    home: Path, database_url: str, base_url: str, release: Path | None
-) -> dict[str, str]:
-    """The environment of one worker: nothing of the developer's coach or OpenAI settings,
-    the shared database and key, its own fake model; ``release`` first on the path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COACH_", "OPENAI_"))}
-    env.update(
-        HOME=str(home),
-        XDG_DATA_HOME=str(home / "data"),
-        COACH_DATABASE_URL=database_url,
-        COACH_SECRET_KEY=MEMORY_SECRET.decode(),
-        COACH_LLM_BASE_URL=base_url,
-        COACH_LLM_MODEL="fake",
-        PYTHONUNBUFFERED="1",
-    )
-    if release is not None:
-        env["PYTHONPATH"] = str(release)
-    return env
 
 
 @dataclass
@@ -90,28 +63,9 @@ class ChatWorker:
         release: Path | None = None,
     ) -> ChatWorker:
         """Spawn the process (in a process group of its own) with ``greeting`` scripted."""
-        server = FakeOpenAIServer(greeting)
-        await server.start()
-        stderr = workplace(home) / "chat.stderr"
-        try:
-            with stderr.open("wb") as err:
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "coach",
-                    "chat",
-                    "--user",
-                    user,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=err,
-                    env=worker_env(home, database_url, server.base_url, release),
-                    cwd=home,  # not the checkout: a developer's .env cannot leak in
-                    start_new_session=True,
-                )
-        except BaseException:
-            await server.stop()
-            raise
+        proc, server, stderr = await spawn_chat(
+            user, greeting, database_url=database_url, home=home, release=release
+        )
         worker = cls(user, proc, server, stderr, time.time())
         worker._reader = asyncio.create_task(worker._read(), name=f"chat-{user}")
         return worker

@@ -54,9 +54,10 @@ from coach.persistence import Repository, current_revision, open_repository
 from coach.settings import Settings
 from tests.conftest import MEMORY_SECRET
 from tests.fakes import Reply, call, say
+from tests.recording.chat_process import chat_env, workplace
 from tests.recording.test_sigkill import stored_seqs
 
-from .chat_worker import EXIT_TIMEOUT, ChatWorker, Line, worker_env, workplace
+from .chat_worker import EXIT_TIMEOUT, ChatWorker, Line
 from .release import COLUMN, INDEX, REVISION, next_release
 
 Turn = tuple[str, list[Reply]]
@@ -323,7 +324,7 @@ MIGRATING = re.compile(
 
 async def db_upgrade(release: Path, database_url: str, home: Path) -> Upgrade:
     """Run ``python -m coach db upgrade`` of ``release``, reading its output as it comes."""
-    env = worker_env(workplace(home), database_url, "http://127.0.0.1:9/v1", release)
+    env = chat_env(workplace(home), database_url, "http://127.0.0.1:9/v1", release)
     started = time.time()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -44,7 +44,6 @@ import os
 import random
 import re
 import signal
-import sys
 import time
 import uuid
 from collections import deque
@@ -62,6 +61,7 @@ from coach.prompts import load_prompts
 from tests.conftest import MEMORY_SECRET
 from tests.fakes import FakeOpenAIServer, Reply, parse_script
 
+from .chat_process import spawn_chat
 from .process_group import kill_group, wait_for_group
 from .test_sigkill import stored_seqs
 
@@ -224,51 +224,13 @@ def _tail(path: Path, size: int = 3000) -> str:
         return ""
 
 
-def _stderr_file(home: Path) -> Path:
-    home.mkdir(parents=True, exist_ok=True)
-    return home / "chat.stderr"
-
-
-def chat_env(tmp_path: Path, database_url: str, base_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COACH_", "OPENAI_"))}
-    env.update(
-        HOME=str(tmp_path),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        COACH_DATABASE_URL=database_url,
-        COACH_SECRET_KEY=MEMORY_SECRET.decode(),
-        COACH_LLM_BASE_URL=base_url,
-        COACH_LLM_MODEL="fake",
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
-async def spawn_chat(
+async def spawn_chat_run(
     visit: Visit, database_url: str, identity: str, home: Path, *, close_at_end: bool
 ) -> tuple[ChatRun, FakeOpenAIServer]:
     """Start a fake server playing ``visit`` and ``python -m coach chat`` against it."""
-    server = FakeOpenAIServer(visit.script)
-    await server.start()
-    stderr = _stderr_file(home)
-    try:
-        with stderr.open("wb") as err:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "coach",
-                "chat",
-                "--user",
-                identity,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=err,
-                env=chat_env(home, database_url, server.base_url),
-                cwd=home,  # outside the checkout: a developer's .env cannot leak in
-                start_new_session=True,  # its own process group: whatever it starts, too
-            )
-    except BaseException:
-        await server.stop()
-        raise
+    proc, server, stderr = await spawn_chat(
+        identity, visit.script, database_url=database_url, home=home
+    )
     lines = deque(line for line, _ in visit.turns)
     return ChatRun(proc, stderr, lines, close_at_end), server
 
@@ -292,7 +254,7 @@ async def reap(run: ChatRun, driver: asyncio.Task[None], server: FakeOpenAIServe
 
 async def clean_run(visit: Visit, database_url: str, identity: str, home: Path) -> ChatRun:
     """The whole visit, then end of input: the process must exit 0 by itself."""
-    run, server = await spawn_chat(visit, database_url, identity, home, close_at_end=True)
+    run, server = await spawn_chat_run(visit, database_url, identity, home, close_at_end=True)
     driver = asyncio.create_task(run.drive())
     try:
         async with asyncio.timeout(CLEAN_TIMEOUT):
@@ -311,7 +273,7 @@ async def killed_run(
     visit: Visit, database_url: str, identity: str, home: Path, kill: Kill
 ) -> ChatRun:
     """The visit, killed with SIGKILL at ``kill``; returns once every process is gone."""
-    run, server = await spawn_chat(visit, database_url, identity, home, close_at_end=False)
+    run, server = await spawn_chat_run(visit, database_url, identity, home, close_at_end=False)
     driver = asyncio.create_task(run.drive())
     try:
         base = run.spawned
