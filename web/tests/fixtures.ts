@@ -1,6 +1,6 @@
 // Scripted coach data shared by the unit tests, the fake room and the browser tests.
 
-import type { Snapshot } from "../src/state";
+import { emptyData, type Snapshot } from "../src/state";
 import type {
   ConversationEntry,
   DataZone,
@@ -21,15 +21,7 @@ export const SESSION_B = "b0b1b2b3b4b5b6b7b8b9babbbcbdbebf";
 export const SESSION_C = "c0c1c2c3c4c5c6c7c8c9cacbcccdcecf";
 
 export function data(overrides: Partial<DataZone> = {}): DataZone {
-  return {
-    challenge: null,
-    insights: [],
-    ideas: [],
-    selected_idea_id: null,
-    evaluation: null,
-    search: { query: null, results: [] },
-    ...overrides,
-  };
+  return { ...emptyData(), ...overrides };
 }
 
 export const INSIGHTS = [
