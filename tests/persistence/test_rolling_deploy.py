@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from coach.errors import ConfigError
-from coach.persistence import create_engine, open_repository
+from coach.persistence import create_engine, current_revision, open_repository, upgrade
 from coach.persistence.migrate import head_revision, require_current
 from coach.surfaces.health import DatabaseHealth
 from tests.conftest import MEMORY_SECRET
@@ -125,3 +125,18 @@ async def test_a_database_behind_this_release_says_to_upgrade(database_url: str)
         f"{head_revision()}. Run: python -m coach db upgrade",
     ):
         await require_current(database_url)
+
+
+async def test_upgrade_leaves_a_newer_release_s_database_as_it_is(database_url: str) -> None:
+    # An older release's `db upgrade`, or an embedded file opened by an older release: the
+    # database is not touched; it is used if compatible and refused in one line if not.
+    await newer_release(database_url, "ALTER TABLE sessions ADD COLUMN retention_until TEXT")
+    await upgrade(database_url)
+    assert await current_revision(database_url) == "0099_next"
+    repo = await open_repository(database_url, secret=MEMORY_SECRET, create_schema=True)
+    await repo.aclose()
+
+    await newer_release(database_url, "DROP TABLE state_deltas", revision="0100_after")
+    with pytest.raises(ConfigError, match="table state_deltas is missing"):
+        await upgrade(database_url)
+    assert await current_revision(database_url) == "0100_after"

@@ -70,11 +70,17 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def _upgrade(connection: Connection, config: Config, revision: str) -> None:
+def _upgrade(connection: Connection, config: Config, revision: str) -> bool:
+    """Migrate under the lock; False (and nothing done) when a newer release migrated the
+    database past every revision this release knows."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+    current = _current(connection)
+    if current is not None and current not in _known_revisions():
+        return False
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
+    return True
 
 
 async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | None = None) -> None:
@@ -82,14 +88,18 @@ async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | Non
 
     ``secret`` is the memory-step HMAC key (for migrations that re-sign stored steps).
 
+    A database a newer release already migrated is left as it is: this release runs on
+    it if that release's migrations kept what it uses (:func:`require_current`).
+
     Raises:
         StorageError: When the database cannot be reached or a migration fails.
+        ConfigError: A newer release migrated it in a way this release cannot use.
     """
     config = alembic_config(url, secret=secret)
     engine = create_engine(url, pool_size=1, max_overflow=0)
     try:
         async with write_engine(engine).begin() as conn:
-            await conn.run_sync(_upgrade, config, revision)
+            migrated = await conn.run_sync(_upgrade, config, revision)
     except SQLAlchemyError as exc:
         reason = _first_line(getattr(exc, "orig", None) or exc)
         raise StorageError(f"migrating the database failed: {reason}") from exc
@@ -97,6 +107,8 @@ async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | Non
         raise StorageError(f"cannot reach the database: {_first_line(exc)}") from exc
     finally:
         await engine.dispose()
+    if not migrated:
+        await require_current(url)
 
 
 async def ensure_schema(url: str | URL, *, secret: bytes | None = None) -> None:
