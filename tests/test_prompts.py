@@ -74,9 +74,15 @@ def test_book_render_is_strict() -> None:
         ),
         (
             "design_strategist.yaml",
-            "instructions: x\ngreeting: '{0}'\n",
+            "instructions: x {session_brief}\ngreeting: '{0}'\n",
             "greeting",
             "not a plain variable name",
+        ),
+        (
+            "design_evaluator.yaml",
+            "instructions: Review {design_challenge}\ngreeting: y\n",
+            "instructions",
+            "must use {session_brief}",
         ),
         ("phases.yaml", "version: 1\nphases: []\n", "phases", "at least 1 item"),
         (

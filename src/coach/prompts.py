@@ -31,14 +31,31 @@ MANIFEST_FILE = "phases.yaml"
 
 # What each agent's templates may use; checked at load time, filled at render time.
 AGENT_VARIABLES: dict[AgentKind, frozenset[str]] = {
-    "coach": frozenset({"user_name", "phase_list"}),
+    "coach": frozenset({"user_name", "phase_list", "session_brief"}),
     "strategist": frozenset(
-        {"user_name", "design_challenge", "phase_name", "phase_instructions", "phase_list"}
+        {
+            "user_name",
+            "design_challenge",
+            "phase_name",
+            "phase_instructions",
+            "phase_list",
+            "session_brief",
+        }
     ),
     "evaluator": frozenset(
-        {"user_name", "design_challenge", "phase_name", "phase_instructions", "phase_list"}
+        {
+            "user_name",
+            "design_challenge",
+            "phase_name",
+            "phase_instructions",
+            "phase_list",
+            "session_brief",
+        }
     ),
 }
+REQUIRED_INSTRUCTION_VARIABLES = frozenset({"session_brief"})
+"""What every agent's instructions must use: without the brief an agent would not see
+what the session decided (a prompt without it is refused at start-up)."""
 GREETING_VARIABLES = frozenset({"user_name", "design_challenge", "phase_name", "recap", "sessions"})
 
 
@@ -170,6 +187,11 @@ def load_prompts(directory: Path | None = None) -> PromptBook:
         except ValidationError as exc:
             raise _validation_error(file, exc) from None
         _check_variables(file, "instructions", prompt.instructions, AGENT_VARIABLES[kind])
+        missing = sorted(REQUIRED_INSTRUCTION_VARIABLES - placeholders(prompt.instructions))
+        if missing:
+            raise PromptError(
+                file, "instructions", f"must use {', '.join('{' + m + '}' for m in missing)}"
+            )
         _check_variables(file, "greeting", prompt.greeting, GREETING_VARIABLES)
         for key in ("resume_greeting", "returning_greeting"):
             template = getattr(prompt, key)

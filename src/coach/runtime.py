@@ -95,6 +95,7 @@ class Runtime:
             max_resume_pairs=self.settings.resume_max_pairs,
             max_history_tokens=self.settings.max_history_tokens,
             max_history_lines=self.settings.max_history_lines,
+            brief_max_tokens=self.settings.brief_max_tokens,
         )
 
     def new_session(

@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     """Where the prompt YAML files live; defaults to the ones shipped with coach."""
     max_history_tokens: int = Field(default=100_000, ge=1)
     max_history_lines: int = Field(default=50_000, ge=1)
+    brief_max_tokens: int = Field(default=1_500, ge=100)
+    """The session brief's budget in every agent's instructions (estimated tokens)."""
     resume_max_pairs: int = Field(default=25, ge=0)
 
     # --- recorder ----------------------------------------------------------------

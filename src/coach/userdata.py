@@ -16,7 +16,9 @@ from .errors import BranchRefused, SessionNotFound
 from .live_state import LiveState
 from .prompts import AgentKind, Phase, PromptBook
 from .recording import Recorder
-from .store import ResumeResult, Store
+from .state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
+from .state.brief import BriefInput, PhaseDecision, render_brief
+from .store import ResumeResult, SessionRecord, Store
 
 FLUSH_BEFORE_LOAD = 5.0
 """Seconds a resume waits for this process's queued writes to be stored."""
@@ -48,6 +50,8 @@ class UserData:
     phase_outputs: dict[str, str] = field(default_factory=dict)
     """Completed phases' outputs by phase id."""
     evaluation: dict[str, object] | None = None
+    past_sessions: tuple[SessionRecord, ...] = ()
+    """The user's sessions as last listed (identify, greeting): what can be loaded."""
     resumed: ResumeResult | None = None
     """What ``load_state`` restored, kept so the next agent can rebuild its context."""
     stored_steps: int = 0
@@ -55,6 +59,7 @@ class UserData:
     max_resume_pairs: int = 25
     max_history_tokens: int = 100_000
     max_history_lines: int = 50_000
+    brief_max_tokens: int = DEFAULT_BRIEF_TOKENS
     item_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Sizes of chat items already measured for context limits, by item id."""
 
@@ -79,6 +84,28 @@ class UserData:
     def mark_completed(self, phase_id: str, output: str) -> None:
         """Record in memory that a phase is done, with its output."""
         self.phase_outputs[phase_id] = output
+
+    def brief(self) -> str:
+        """The session brief every agent's instructions carry (SPEC §3a), from stored
+        state only: the challenge, each completed phase's decision, the board's work,
+        the evaluation and what the person agreed coach may remember."""
+        decisions = tuple(
+            PhaseDecision(phase.id, phase.name, self.phase_outputs[phase.id])
+            for phase in self.prompts.manifest.phases
+            if phase.id in self.phase_outputs and phase.owner == "strategist"
+        )
+        current = self.current_phase_id
+        given = BriefInput(
+            challenge=self.design_challenge,
+            decisions=decisions,
+            current_phase=(
+                self.phase(current).name
+                if current is not None and current not in self.phase_outputs
+                else None
+            ),
+            data=self.state.data,
+        )
+        return render_brief(given, max_tokens=self.brief_max_tokens)
 
     def next_agent_kind(self) -> AgentKind:
         """Which agent should own the conversation given what is completed."""

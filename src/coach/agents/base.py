@@ -20,6 +20,7 @@ from ..state.view import navigate
 from ..state.zones import Action, Zone
 from ..store import clean_text, is_clean
 from ..userdata import UserData
+from .offer import offered_tools
 
 logger = logging.getLogger("coach.agents")
 
@@ -128,7 +129,16 @@ class CoachAgentBase(Agent):
         return {
             "user_name": userdata.user_name or "(not known yet)",
             "phase_list": userdata.prompts.phase_list(),
+            "session_brief": userdata.brief(),
         }
+
+    async def refresh_instructions(self) -> str:
+        """Render the instructions for the state as it is now and use them from the next
+        request on (the brief after a change of phase, person or session). Returns them."""
+        instructions = self.render_instructions(self.userdata)
+        if instructions != self.instructions:
+            await self.update_instructions(instructions)
+        return instructions
 
     def greeting(self, userdata: UserData) -> str:
         """Instructions for the first reply after this agent takes over."""
@@ -215,8 +225,9 @@ class CoachAgentBase(Agent):
         # Copies replace unfit items: the agent's own history is left as it was.
         chat_ctx.items = [model_safe(item) for item in chat_ctx.items]
         called_tools = False
+        offered = offered_tools(tools, userdata)
         try:
-            async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
+            async for chunk in Agent.default.llm_node(self, chat_ctx, offered, model_settings):
                 if isinstance(chunk, llm.ChatChunk) and chunk.delta and chunk.delta.tool_calls:
                     called_tools = True
                 if isinstance(chunk, llm.ChatChunk | str):

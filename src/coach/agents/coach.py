@@ -71,7 +71,9 @@ class DesignCoach(Branching):
             logger.warning("cannot look the user up before greeting (%s)", type(exc).__name__)
             return
         userdata.user_id, userdata.user_name = user.id, user.display_name or name
+        userdata.past_sessions = tuple(sessions)
         self._known_sessions = sessions
+        await self.refresh_instructions()
 
     def greeting(self, userdata: UserData) -> str:
         sessions = self._known_sessions
@@ -105,6 +107,8 @@ class DesignCoach(Branching):
             raise ToolError(f"{exc} Ask for the name again.") from None
         userdata.user_id, userdata.user_name = user.id, name
         sessions = await userdata.store.get_user_sessions(user.id)
+        userdata.past_sessions = tuple(sessions)
+        await self.refresh_instructions()
         if not sessions:
             return (
                 f"{name} is new here. Ask what they want to design or redesign, "
@@ -189,7 +193,7 @@ class DesignCoach(Branching):
         if not challenge or len(challenge) > MAX_CHALLENGE:
             raise ToolError(f"The challenge must be 1 to {MAX_CHALLENGE} characters.")
         phase = userdata.prompts.manifest.owned_by("coach")[0]
-        prompt = self.render_instructions(userdata)
+        prompt = self.instructions  # what the model had when it called this tool
         if userdata.session_id is None:
             # Session and challenge in one transaction: a session is never listed
             # without a phase to resume from, whenever the process dies.
@@ -213,6 +217,7 @@ class DesignCoach(Branching):
         self.show_in_view(userdata)
         data, change = design.set_challenge(userdata.state.data, challenge)
         self.change_data(userdata, data, change, "capture_design_challenge", challenge=challenge)
+        await self.refresh_instructions()
         return "Challenge recorded. Confirm it in one sentence, then call transfer_to_strategist."
 
     @function_tool

@@ -53,6 +53,7 @@ class DesignEvaluator(PhasedAgent):
         userdata.mark_completed(phase.id, output)
         data, change = design.set_evaluation(userdata.state.data, evaluation)
         self.change_data(userdata, data, change, "record_evaluation", **scores, summary=summary)
+        await self.refresh_instructions()
         return "Evaluation recorded. Share it briefly, then ask whether to wrap up."
 
     @function_tool

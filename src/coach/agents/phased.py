@@ -38,21 +38,16 @@ class PhasedAgent(CoachAgentBase):
             "phase_name": self.current_phase(userdata).name,
         }
 
-    def phase_input(self, userdata: UserData, phase: Phase) -> str:
-        """The user input a phase starts from: the challenge and what earlier phases decided."""
-        lines = [f"Design challenge: {userdata.design_challenge}"]
-        lines += [
-            f"{userdata.phase(p).name}: {userdata.phase_outputs[p]}"
-            for p in userdata.completed_phases
-        ]
-        lines.append(f"Now: {phase.name}")
-        return "\n".join(lines)
+    def phase_input(self, userdata: UserData) -> str:
+        """The input a phase starts from: the session brief (the challenge and what earlier
+        phases decided), which the model receives inside the instructions."""
+        return userdata.brief()
 
     async def start_phase(self, userdata: UserData, phase: Phase) -> None:
-        """Make ``phase`` current: new instructions, and a ``running`` phase output."""
+        """Make ``phase`` current: new instructions, and a ``running`` phase output that
+        stores exactly what the model is sent from now on."""
         userdata.current_phase_id = phase.id
-        instructions = self.render_instructions(userdata)
-        await self.update_instructions(instructions)
+        instructions = await self.refresh_instructions()
         assert userdata.session_id is not None
         if phase.id not in userdata.completed_phases:
             # A resumed session whose last phase is done (evaluation recorded, session
@@ -61,7 +56,7 @@ class PhasedAgent(CoachAgentBase):
                 userdata.session_id,
                 phase,
                 system_prompt=instructions,
-                user_input=self.phase_input(userdata, phase),
+                user_input=self.phase_input(userdata),
             )
         userdata.recorder.session_changed(
             userdata.session_id, current_agent=self.kind, current_phase_id=phase.id

@@ -53,6 +53,7 @@ class DesignStrategist(Branching, PhasedAgent):
         userdata.mark_completed(phase.id, summary)
         upcoming = userdata.next_phase(self.kind)
         if upcoming is None:
+            await self.refresh_instructions()
             return (
                 f"{phase.name} is recorded. Every strategy phase is done: "
                 "call transfer_to_evaluator."
