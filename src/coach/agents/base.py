@@ -136,9 +136,15 @@ class CoachAgentBase(Agent):
         """Render the instructions for the state as it is now and use them from the next
         request on (the brief after a change of phase, person or session). Returns them."""
         instructions = self.render_instructions(self.userdata)
-        if instructions != self.instructions:
+        if instructions != self.sent_instructions:
             await self.update_instructions(instructions)
         return instructions
+
+    @property
+    def sent_instructions(self) -> str:
+        """The instructions the model gets with this agent's requests now."""
+        current = self.instructions
+        return current if isinstance(current, str) else current.render()
 
     def greeting(self, userdata: UserData) -> str:
         """Instructions for the first reply after this agent takes over."""

@@ -193,7 +193,7 @@ class DesignCoach(Branching):
         if not challenge or len(challenge) > MAX_CHALLENGE:
             raise ToolError(f"The challenge must be 1 to {MAX_CHALLENGE} characters.")
         phase = userdata.prompts.manifest.owned_by("coach")[0]
-        prompt = self.instructions  # what the model had when it called this tool
+        prompt = self.sent_instructions  # what the model had when it called this tool
         if userdata.session_id is None:
             # Session and challenge in one transaction: a session is never listed
             # without a phase to resume from, whenever the process dies.

@@ -42,9 +42,7 @@ OFFERED_WHEN: dict[str, Rule] = {
     "select_session_to_load": lambda u: u.user_id is not None and bool(u.past_sessions),
     "load_selected_session": lambda u: u.pending_session_id is not None,
     "capture_design_challenge": lambda u: u.user_id is not None,
-    "transfer_to_strategist": lambda u: (
-        u.session_id is not None and u.design_challenge is not None
-    ),
+    "transfer_to_strategist": lambda u: u.session_id is not None and u.design_challenge is not None,
     "branch_session": _can_branch,
     # the strategist
     "complete_phase": _has_phase_left("strategist"),
