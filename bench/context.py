@@ -25,6 +25,7 @@ from typing import Any
 
 from livekit.agents import llm
 from livekit.plugins import openai
+from tests.fakes import FakeOpenAIServer, Reply, call, say
 
 from coach.agents import agent_for
 from coach.prompts import AgentKind
@@ -33,7 +34,6 @@ from coach.settings import Settings
 from coach.state.brief import BriefInput, PhaseDecision, render_brief
 from coach.state.design import add_insight, empty_data
 from coach.state.history import estimate_tokens
-from tests.fakes import FakeOpenAIServer, Reply, call, say
 
 COMMAND = "python -m bench.context"
 CHALLENGE = "Redesign onboarding for a budgeting app so that new users finish setting it up."
@@ -86,7 +86,8 @@ def _turns() -> list[tuple[str, list[Reply]]]:
             call("add_idea", title=f"{phase} idea", description=f"Because {topic}."),
         ]
         turns.append((f"About {phase.lower()}: {topic}.", [*work, say("Noted. Agreed?")]))
-        done: list[Reply] = [call("complete_phase", summary=summary.format(phase=phase, topic=topic))]
+        decided = summary.format(phase=phase, topic=topic)
+        done: list[Reply] = [call("complete_phase", summary=decided)]
         if n == len(topics) - 1:
             done += [call("transfer_to_evaluator"), say("Evaluator here. Let's review.")]
         else:
