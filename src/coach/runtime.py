@@ -146,6 +146,8 @@ class Runtime:
         except (ResumeError, TimeoutError) as exc:
             logger.warning("room session cannot be continued", extra={"error": type(exc).__name__})
             return self.first_agent(userdata)
+        # What the conversation may search or load from: as the coach would have listed it.
+        userdata.past_sessions = tuple(await self.store.get_user_sessions(user.id))
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
         return resumed_agent(userdata, result, current=llm.ChatContext.empty())
 
