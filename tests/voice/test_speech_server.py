@@ -10,6 +10,8 @@ from livekit.plugins import openai
 
 from tests.fakes.speech_server import STT_SAMPLE_RATE, SpeechServer, synthesize
 
+pytestmark = pytest.mark.voice
+
 RESUME = "let's continue my sign up redesign"
 
 
