@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 LINT_PATHS := src tests migrations $(wildcard bench)
 
-.PHONY: run demo test web screenshots lint format rpc-types bench clean
+.PHONY: run demo voice-demo test web screenshots lint format rpc-types bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "coach needs Python 3.11 or newer")'
@@ -28,6 +28,13 @@ run: $(STAMP)
 DEMO_DIR ?= .demo
 demo: $(STAMP)
 	$(PY) -m tests.fakes.demo --dir '$(DEMO_DIR)'
+
+## voice-demo: two spoken visits (a barge-in, then a spoken resume) through the local
+##   voice stack: silero VAD, espeak-ng, pocketsphinx, the real OpenAI plugins
+# Needs Debian's espeak-ng. VOICE_DEMO_DIR/coach.db is emptied on every run and kept.
+VOICE_DEMO_DIR ?= .voice-demo
+voice-demo: $(STAMP)
+	$(PY) -m tests.fakes.voice_demo --dir '$(VOICE_DEMO_DIR)'
 
 # web/'s npm packages (Node.js and npm): the browser client, its tests, the RPC types.
 WEB_STAMP := web/node_modules/.installed-$(shell cksum web/package-lock.json | cut -d' ' -f1)
