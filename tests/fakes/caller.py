@@ -211,6 +211,7 @@ class CallerSpeaker(io.AudioOutput):
         self._discarding = False
         self._wake = asyncio.Event()
         self._player: asyncio.Task[None] | None = None
+        self.synchronizer: TranscriptSynchronizer | None = None
 
     async def capture_frame(self, frame: rtc.AudioFrame) -> None:
         await super().capture_frame(frame)
@@ -251,7 +252,9 @@ class CallerSpeaker(io.AudioOutput):
         )
 
     async def aclose(self) -> None:
-        """Stop the playback task."""
+        """Stop the playback task (and the transcript synchroniser in front of it)."""
+        if self.synchronizer is not None:
+            await self.synchronizer.aclose()
         if self._player is not None:
             self._player.cancel()
             await asyncio.gather(self._player, return_exceptions=True)
@@ -315,6 +318,7 @@ def attach(session: AgentSession[Any]) -> tuple[CallerMic, CallerSpeaker]:
     """
     mic, speaker = CallerMic(), CallerSpeaker()
     sync = TranscriptSynchronizer(next_in_chain_audio=speaker, next_in_chain_text=None)
+    speaker.synchronizer = sync  # closed with the speaker
     session.input.audio = mic
     session.output.audio = sync.audio_output
     session.output.transcription = sync.text_output
