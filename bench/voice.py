@@ -71,14 +71,14 @@ async def _call(
     else:
         session = AgentSession(userdata=userdata, llm=model, stt=stt, tts=tts, vad=vad)
         agent = runtime.first_agent(userdata)
+    # Every mode greets first, as coach does: the framework's dynamic endpointing learns
+    # from the pauses around agent speech, so a call without a greeting would not compare.
+    call = VoiceCall(session, speech, llm_server, collect_metrics=True)
+    llm_server.extend([say("Hello!")])
+    await session.start(agent)
     if mode == "bare":
-        llm_server.extend([])  # a bare agent says nothing until spoken to
-        call = VoiceCall(session, speech, llm_server, collect_metrics=True)
-        await session.start(agent)
-    else:
-        call = await VoiceCall.open(
-            session, speech, llm_server, agent, greeting=[say("Hello!")], collect_metrics=True
-        )
+        session.generate_reply(instructions="Greet the user.")
+    await call.until_listening(0)
     latencies: list[float] = []
     for text, transcript in TURNS[:turns]:
         turn = await call.say(text, [say(REPLY)], transcript=transcript)
