@@ -22,6 +22,8 @@ REFUSED = {
     "newline": "ada\nlovelace",
     "nul": "ada\x00",
     "lone surrogate": "ada\udcff",  # what a non-UTF-8 byte in argv becomes
+    "right-to-left override": "\u202eada",  # shows as "ada" reversed, or as "ada"
+    "zero-width space": "a\u200bda",  # shows as "ada"
 }
 ACCEPTED = {
     "plain": "ada",
@@ -70,6 +72,17 @@ async def test_accepted_identities_round_trip_on_both_databases(
     user = await repo.get_or_create_user(identity, display_name=identity)
     assert (user.identity, user.display_name) == (identity, identity)
     assert await repo.find_user(identity) == user
+
+
+async def test_a_compatibility_form_is_the_same_person_on_both_databases(
+    repo: Repository,
+) -> None:
+    # A full-width "Ａda" looks like "Ada" everywhere it is listed: it is the same key.
+    assert check_identity("\uff21da") == "Ada"
+    user = await repo.get_or_create_user("\uff21da", display_name="Ada")
+    assert user.identity == "Ada"
+    assert await repo.find_user("Ada") == user == await repo.find_user("\uff21da")
+    assert await _users(repo) == 1
 
 
 async def test_a_display_name_is_stored_as_valid_utf8_within_the_column(

@@ -275,7 +275,7 @@ async def test_writes_lost_at_exit_are_counted_in_one_line_and_the_exit_code(
     assert conversation[5:] in ([], [("user", "They quit at bank linking")])
 
 
-@pytest.mark.parametrize("user", ["", "   ", "a" * 256, "ada\nbob"])
+@pytest.mark.parametrize("user", ["", "   ", "a" * 256, "ada\nbob", "\u202eada", "a\u200bda"])
 async def test_an_invalid_user_is_one_line_before_anything_starts(
     tmp_path: Path, user: str
 ) -> None:

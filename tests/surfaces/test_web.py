@@ -116,6 +116,8 @@ def _payload(jwt: str) -> bytes:
         ('{"identity": " ada"}', 400, "identity"),
         ('{"identity": ""}', 400, "identity"),
         ('{"identity": "a\\u0000b"}', 400, "identity"),
+        ('{"identity": "a\\u200bda"}', 400, "invisible"),
+        ('{"identity": "\\u202eada"}', 400, "invisible"),
         (json.dumps({"identity": "x" * 256}), 400, "identity"),
         ('{"identity": 5}', 400, '{"identity": "your name"}'),
         ('["ada"]', 400, '{"identity": "your name"}'),

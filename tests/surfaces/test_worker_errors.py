@@ -120,6 +120,9 @@ async def test_an_unrecoverable_model_error_ends_the_job_and_a_reconnect_continu
         ("", False, None),
         ("ada\nbob", False, None),
         ("x" * 256, False, None),
+        ("\u202eada", False, None),
+        ("a\u200bda", False, None),
+        ("\uff21da", False, "Ada"),
     ],
 )
 def test_a_participant_identity_no_user_can_have_means_asking_for_a_name(

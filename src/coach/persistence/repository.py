@@ -210,7 +210,7 @@ class Repository:
 
     async def find_user(self, identity: str) -> UserRecord | None:
         """The user with ``identity``, or ``None`` (never creates one)."""
-        check_identity(identity)
+        identity = check_identity(identity)
         rows = await self._rows(user_select().where(User.identity == identity), "find_user")
         return UserRecord(*rows[0]) if rows else None
 

@@ -146,7 +146,7 @@ def upsert_user(
         InvalidWrite: ``identity`` fails :func:`~coach.store.check_identity`, or the
             display name is longer than an identity may be; nothing is written.
     """
-    check_identity(identity)
+    identity = check_identity(identity)
     display_name = clean_text(display_name)
     if display_name is not None and len(display_name) > MAX_IDENTITY:
         raise InvalidWrite(f"A display name can have at most {MAX_IDENTITY} characters.")

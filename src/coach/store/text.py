@@ -18,6 +18,7 @@ MAX_IDENTITY: Final = 255
 """Characters an identity may have (the ``users.identity`` column)."""
 
 _REFUSED_CATEGORIES: Final = frozenset({"Cc", "Cs"})  # control characters, lone surrogates
+_INVISIBLE: Final = "Cf"  # format characters: U+202E (right-to-left override), U+200B, ...
 
 
 @overload
@@ -48,15 +49,28 @@ def is_clean(text: str) -> bool:
 
 
 def check_identity(identity: str) -> str:
-    """``identity`` if it may key a user; otherwise :class:`InvalidWrite` saying why.
+    """``identity`` in its NFKC form if it may key a user; otherwise :class:`InvalidWrite`
+    saying why. Callers key users by the returned form.
 
     An identity (a LiveKit participant identity, or ``--user`` in chat) has 1 to
     :data:`MAX_IDENTITY` characters, does not start or end with whitespace, and holds no
-    control character (NUL, newline, tab, ...) and no lone surrogate (bytes that were not
-    UTF-8). The message is one line meant for the person who typed it.
+    control character (NUL, newline, tab, ...), no invisible format character (a
+    right-to-left override, a zero-width space: two people would look identical in every
+    listing) and no lone surrogate (bytes that were not UTF-8). Compatibility forms are
+    folded (NFKC: a full-width ``Ａda`` is ``Ada``). The message is one line meant for the
+    person who typed it.
     """
     if not isinstance(identity, str):
         raise InvalidWrite(f"An identity must be text, not {type(identity).__name__}.")
+    invisible = sorted(
+        {f"U+{ord(c):04X}" for c in identity if unicodedata.category(c) == _INVISIBLE}
+    )
+    if invisible:
+        raise InvalidWrite(
+            f"An identity must not hold invisible characters ({', '.join(invisible[:3])})."
+        )
+    if not identity.isascii():
+        identity = unicodedata.normalize("NFKC", identity)
     if not identity.strip():
         raise InvalidWrite("An identity must not be empty.")
     if len(identity) > MAX_IDENTITY:

@@ -136,7 +136,7 @@ async def run_chat(
     starts: no model configured, an invalid ``user``, a database that is not usable.
     """
     if user is not None:
-        check_identity(user)
+        user = check_identity(user)
     model: Any = chat_llm or build_llm(settings)  # ConfigError before anything else happens
     runtime = await Runtime.open(settings)
     answered = True

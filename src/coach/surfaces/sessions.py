@@ -202,7 +202,7 @@ async def delete_user(store: Store, identity: str, out: TextIO, confirm: Confirm
         raise ConfigError(f"No user with identity {identity!r}; nothing was erased.")
     count = len(await store.get_user_sessions(user.id))
     _erase(f"Erase {identity!r} and their {count} session(s)?", confirm)
-    erased = await store.delete_user(identity)
+    erased = await store.delete_user(user.identity)
     print(f"erased user {identity!r} and {erased or 0} session(s)", file=out)
 
 

@@ -27,7 +27,7 @@ def make_token(
     An identity no user can have (:func:`~coach.store.check_identity`) is refused here,
     not when the agent meets it in the room.
     """
-    check_identity(identity)
+    identity = check_identity(identity)
     if settings.livekit_api_key is None or settings.livekit_api_secret is None:
         raise ConfigError(
             "`token` needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET in the environment or .env "
