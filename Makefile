@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+NPM ?= npm
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 LINT_PATHS := src tests migrations $(wildcard bench)
@@ -10,6 +11,7 @@ LINT_PATHS := src tests migrations $(wildcard bench)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "coach needs Python 3.11 or newer")'
+	@echo "Installing coach and its dependencies into $(VENV) (once, or after pyproject.toml changes; a few minutes)..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -46,8 +48,17 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 ## test: every test: the web client's unit and browser tests (Node.js, and Chromium at
 ##   /usr/bin/chromium or $$CHROMIUM), then Python's (needs PostgreSQL on 127.0.0.1:5432)
 test: $(STAMP) $(WEB_STAMP)
-	npm run --prefix web --silent test
-	$(PY) -m pytest -q
+	@status=0; \
+	$(NPM) run --prefix web --silent test:unit || status=1; \
+	browser="$${CHROMIUM:-/usr/bin/chromium}"; \
+	if [ -x "$$browser" ]; then \
+		$(NPM) run --prefix web --silent test:browser || status=1; \
+	else \
+		echo "make test: no Chromium at $$browser, so the browser tests cannot run (apt-get install chromium, or set CHROMIUM=/path/to/chromium); the Python suite runs anyway" >&2; \
+		status=1; \
+	fi; \
+	$(PY) -m pytest -q || status=$$?; \
+	exit $$status
 
 ## web: build the browser client into src/coach/surfaces/web_client (the package ships it)
 web: $(WEB_STAMP)

@@ -1,3 +1,4 @@
+import io
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,72 @@ def test_a_missing_secret_names_the_database_not_a_shared_one() -> None:
     with pytest.raises(ConfigError, match="COACH_SECRET_KEY is required") as info:
         _ = settings.memory_secret
     assert "postgresql" in str(info.value) and "shared" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("postgresql+asyncpq://db/coach", "did you mean postgresql+asyncpg?"),
+        ("postgersql://db/coach", "unknown database driver 'postgersql'"),
+        ("coach.db", "has no scheme"),
+        ("sqlite+aiosqlite//x.db", "has no scheme"),
+    ],
+)
+def test_a_malformed_database_url_is_named_in_one_line_before_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, said: str
+) -> None:
+    # No secret key set: the URL's own problem is what the person reads first.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COACH_SECRET_KEY", raising=False)
+    monkeypatch.setenv("COACH_DATABASE_URL", url)
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    message = str(refused.value)
+    assert message.startswith("invalid setting COACH_DATABASE_URL: ") and said in message
+    assert "\n" not in message and "Value error" not in message
+
+
+def test_every_invalid_value_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COACH_DB_TIMEOUT", "-1")
+    monkeypatch.setenv("COACH_MAX_HISTORY_TOKENS", "lots")
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    message = str(refused.value)
+    assert message.startswith("invalid settings ")
+    assert "COACH_DB_TIMEOUT" in message and "COACH_MAX_HISTORY_TOKENS" in message
+
+
+def test_a_misspelt_setting_is_warned_about_once_with_a_suggestion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("COACH_RECORDER_QUEUE_SIZ=5\nCOACH_USER=ada\n")
+    environ = {"COACH_LLM_MODLE": "x", "COACH_TEST_POSTGRES_URL": "y", "PATH": "/bin"}
+    warned = io.StringIO()
+    settings = load_settings(environ, warn=warned)
+    assert settings.llm_model == "gpt-4o-mini"  # ignored, as before
+    lines = warned.getvalue().splitlines()
+    assert lines == [
+        "coach: warning: unknown setting COACH_LLM_MODLE is ignored "
+        "(did you mean COACH_LLM_MODEL?)",
+        "coach: warning: unknown setting COACH_RECORDER_QUEUE_SIZ is ignored "
+        "(did you mean COACH_RECORDER_QUEUE_SIZE?)",
+    ]
+    again = io.StringIO()
+    load_settings(environ, warn=again)
+    assert again.getvalue() == ""  # once per process
+
+
+def test_a_dotenv_line_that_does_not_parse_names_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("COACH_LLM_MODEL=good\nthis is not a setting\n")
+    warned = io.StringIO()
+    settings = load_settings({}, warn=warned)
+    assert settings.llm_model == "good"
+    assert warned.getvalue() == (
+        "coach: warning: .env, line 2: not NAME=value; that line was ignored\n"
+    )
+    assert "Python-dotenv" not in capfd.readouterr().err  # said once, by coach

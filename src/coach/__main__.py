@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from .errors import CoachError, ConfigError
-from .settings import Settings, load_settings
+from .settings import Settings, default_database_path, load_settings
 
 LIVEKIT_COMMANDS = {
     "dev": "run the worker in development mode (no reload: restart it after a change)",
@@ -32,10 +32,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
     parser = _Parser(
-        prog="python -m coach",
+        prog="coach" if script == "coach" else "python -m coach",
         description="coach — a LiveKit voice agent that coaches design challenges and "
         "never loses your place.",
+        epilog="Settings come from the environment or ./.env (see .env.example). The "
+        "database is COACH_DATABASE_URL; without it, the SQLite file "
+        f"{default_database_path()}.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chat = sub.add_parser("chat", help="text chat with the agents in this terminal")
@@ -43,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database migrations")
     db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     db_sub.add_parser("upgrade", help="apply migrations to COACH_DATABASE_URL")
-    sessions = sub.add_parser("sessions", help="stored sessions: list, show, export, branch")
+    sessions = sub.add_parser(
+        "sessions", help="stored sessions: list, show, export, branch, delete, prune"
+    )
     s_sub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
     s_list = s_sub.add_parser("list", help="recent sessions (of one user with --user)")
     s_list.add_argument("--user", help="the user's identity")
@@ -127,7 +133,9 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         if args.command == "users":
             await sessions.delete_user(store, args.identity, sys.stdout, _confirm(args))
         elif args.sessions_command == "list":
-            await sessions.list_sessions(store, sys.stdout, user=args.user)
+            await sessions.list_sessions(
+                store, sys.stdout, user=args.user, database=settings.database_label
+            )
         elif args.sessions_command == "show":
             await sessions.show_session(
                 store, args.session_id, sys.stdout, steps=args.steps, prompts=args.prompts

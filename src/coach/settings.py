@@ -7,18 +7,63 @@ LiveKit and OpenAI tooling reads the same values. A blank value (``NAME=``, as i
 
 from __future__ import annotations
 
+import difflib
+import io
+import logging
 import os
 import secrets
+import sys
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import TextIO
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from dotenv.parser import parse_stream
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigError
 
 APP_NAME = "coach"
+ENV_FILE = ".env"
+PREFIX = "COACH_"
+NOT_SETTINGS = ("COACH_USER", "COACH_TEST_", "COACH_BENCH_")
+"""``COACH_`` names that are not settings: make's ``COACH_USER`` and the test and bench
+suites' own variables (prefixes). Any other unknown ``COACH_`` name is a typo."""
+
+DATABASE_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "sqlite+pysqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+    "postgresql+psycopg2": "postgresql+asyncpg",
+}
+"""The URL schemes coach opens, and the driver each one is opened with."""
+
+
+def check_database_url(url: str) -> str:
+    """``url`` if coach can open it; otherwise ``ValueError`` naming what is wrong with it."""
+    example = "e.g. sqlite+aiosqlite:///path/to/coach.db or postgresql+asyncpg://user@host/db"
+    if "://" not in url:
+        raise ValueError(f"{url!r} is not a database URL: it has no scheme ({example})")
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        scheme = url.split("://")[0]
+        raise ValueError(f"{scheme!r}:// is not a valid URL scheme ({example})") from None
+    if parsed.drivername not in DATABASE_DRIVERS:
+        known = ", ".join(sorted(set(DATABASE_DRIVERS.values())))
+        close = difflib.get_close_matches(parsed.drivername, DATABASE_DRIVERS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ValueError(
+            f"unknown database driver {parsed.drivername!r} ({hint}coach opens {known})"
+        )
+    return url
 
 
 def default_data_dir() -> Path:
@@ -26,8 +71,15 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
+def default_database_path() -> Path:
+    """The embedded database's file when ``COACH_DATABASE_URL`` is not set."""
+    return default_data_dir() / "coach.db"
+
+
 def _default_database_url() -> str:
-    return f"sqlite+aiosqlite:///{default_data_dir() / 'coach.db'}"
+    # The one directory coach makes itself: any other path must already exist.
+    default_data_dir().mkdir(parents=True, exist_ok=True)
+    return f"sqlite+aiosqlite:///{default_database_path()}"
 
 
 class Settings(BaseSettings):
@@ -102,6 +154,16 @@ class Settings(BaseSettings):
     """The LiveKit URL browsers connect to, when it is not ``LIVEKIT_URL`` (``web`` only;
     e.g. a compose network's ``ws://livekit:7880`` is ``ws://localhost:7880`` outside)."""
 
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str) -> str:
+        return check_database_url(url)
+
+    @property
+    def database_label(self) -> str:
+        """The database in words for a person (a URL's password hidden)."""
+        return make_url(self.database_url).render_as_string(hide_password=True)
+
     @property
     def is_embedded_sqlite(self) -> bool:
         """True for a SQLite file (the default or any other): embedded and single-worker,
@@ -169,13 +231,85 @@ def _local_secret(path: Path) -> bytes:
     return key
 
 
-def load_settings() -> Settings:
-    """Read settings from the environment; invalid values become one ConfigError."""
+_WARNED: set[str] = set()
+
+
+def setting_names() -> frozenset[str]:
+    """Every environment variable name coach reads as a setting."""
+    names: set[str] = set()
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice) for choice in alias.choices)
+        elif isinstance(alias, str):
+            names.add(alias)
+        else:
+            names.add(PREFIX + name.upper())
+    return frozenset(names)
+
+
+def unknown_settings(names: Iterable[str]) -> list[str]:
+    """One warning per ``COACH_`` name in ``names`` that coach does not read (a typo)."""
+    known = setting_names()
+    warnings = []
+    for name in sorted(set(names)):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper in known or upper.startswith(NOT_SETTINGS):
+            continue
+        close = difflib.get_close_matches(upper, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        warnings.append(f"unknown setting {name} is ignored{hint}")
+    return warnings
+
+
+def read_env_file(path: Path) -> tuple[list[str], list[str]]:
+    """The variable names a ``.env`` file sets, and one line per statement it cannot parse."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return [], []
+    except (OSError, UnicodeDecodeError) as exc:
+        return [], [f"{path} cannot be read ({exc}); it was ignored"]
+    names, problems = [], []
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            line = binding.original.line
+            problems.append(f"{path}, line {line}: not NAME=value; that line was ignored")
+        elif binding.key:
+            names.append(binding.key)
+    return names, problems
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, *, warn: TextIO | None = None
+) -> Settings:
+    """Read settings from the environment and ``.env``; every invalid value is named in
+    one ConfigError. Unknown ``COACH_`` names and ``.env`` lines that do not parse are
+    warned about on ``warn`` (stderr), one line each, and ignored."""
+    environ = os.environ if environ is None else environ
+    warn = sys.stderr if warn is None else warn
+    env_file = Path(ENV_FILE)
+    file_names, problems = read_env_file(env_file)
+    for line in [*problems, *unknown_settings([*environ, *file_names])]:
+        if line not in _WARNED:  # once per process: the worker reads settings often
+            _WARNED.add(line)
+            print(f"coach: warning: {line}", file=warn)
+    # python-dotenv reports a line it cannot parse without naming the file: said above.
+    logging.getLogger("dotenv.main").setLevel(logging.ERROR)
     try:
         return Settings()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "_".join(str(p) for p in first["loc"])
+        raise ConfigError(describe_invalid(exc)) from None
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """Every invalid setting of ``exc`` named, in one line."""
+    parts = []
+    for error in exc.errors():
+        name = "_".join(str(p) for p in error["loc"])
         if not name.isupper():  # a field name, not an alias such as LIVEKIT_URL
-            name = "COACH_" + name.upper()
-        raise ConfigError(f"invalid setting {name}: {first['msg']}") from None
+            name = PREFIX + name.upper()
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{name}: {message}")
+    noun = "setting" if len(parts) == 1 else "settings"
+    return f"invalid {noun} " + "; ".join(parts)

@@ -6,10 +6,12 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import pytest
 from alembic import command
 from livekit.agents import llm
 from sqlalchemy import text
 
+from coach.errors import ConfigError
 from coach.persistence import (
     StepCodec,
     create_engine,
@@ -49,11 +51,21 @@ async def test_open_repository_can_create_the_schema(
         await repo.aclose()
 
 
-async def test_ensure_schema_creates_the_embedded_file_and_its_directory(tmp_path: Path) -> None:
-    path = tmp_path / "data" / "dir" / "coach.db"
+async def test_ensure_schema_creates_the_embedded_file(tmp_path: Path) -> None:
+    path = tmp_path / "coach.db"
     await ensure_schema(f"sqlite:///{path}")
     assert path.exists()
     assert await current_revision(f"sqlite:///{path}") == head_revision()
+
+
+async def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(
+    tmp_path: Path,
+) -> None:
+    # A typo in the path must not start an empty database somewhere new.
+    path = tmp_path / "data" / "dir" / "coach.db"
+    with pytest.raises(ConfigError, match="its directory .* does not exist"):
+        await ensure_schema(f"sqlite:///{path}")
+    assert not (tmp_path / "data").exists()
 
 
 async def test_sqlite_pragmas(sqlite_url: str, memory_secret: bytes) -> None:

@@ -236,7 +236,7 @@ async def test_any_sqlite_file_is_migrated_when_first_used(tmp_path: Path) -> No
     # Not the default path: still embedded and single-worker, so no `db upgrade` step.
     env = coach_env(tmp_path, COACH_DATABASE_URL=f"sqlite:///{tmp_path / 'elsewhere.db'}")
     code, out, err = await coach("sessions", "list", env=env)
-    assert (code, out.strip()) == (0, "no sessions"), err
+    assert (code, out.strip()) == (0, f"no sessions in sqlite:///{tmp_path / 'elsewhere.db'}"), err
 
 
 @pytest.mark.postgres

@@ -41,3 +41,38 @@ def test_coach_user_is_one_argument_taken_literally(tmp_path: Path, name: str) -
 def test_without_coach_user_no_user_is_passed(tmp_path: Path) -> None:
     assert make_run(tmp_path) == ["-m", "coach", "chat"]
     assert make_run(tmp_path, "COACH_USER=") == ["-m", "coach", "chat"]
+
+
+def make_test(tmp_path: Path, chromium: str) -> subprocess.CompletedProcess[str]:
+    """``make test`` with stand-ins for npm and Python that log how they were called."""
+    log = tmp_path / "calls"
+    stand_in = tmp_path / "stand-in"
+    stand_in.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    stand_in.chmod(0o755)
+    return subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "test", "STAMP=", "WEB_STAMP="]
+        + [f"PY={stand_in}", f"NPM={stand_in}", f"CHROMIUM={chromium}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_make_test_without_chromium_says_so_once_and_still_runs_python(tmp_path: Path) -> None:
+    done = make_test(tmp_path, str(tmp_path / "no-chromium"))
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == ["run --prefix web --silent test:unit", "-m pytest -q"]
+    (line,) = [line for line in done.stderr.splitlines() if "make: ***" not in line]
+    assert "no Chromium at" in line and "apt-get install chromium" in line
+    assert done.returncode != 0  # the browser tests did not run: not a pass
+
+
+def test_make_test_with_chromium_runs_all_three(tmp_path: Path) -> None:
+    done = make_test(tmp_path, "/bin/true")
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == [
+        "run --prefix web --silent test:unit",
+        "run --prefix web --silent test:browser",
+        "-m pytest -q",
+    ]
+    assert (done.returncode, done.stderr) == (0, "")

@@ -296,3 +296,95 @@ def test_the_committed_client_is_what_web_src_builds(tmp_path: Path) -> None:
     assert sorted(fresh) == sorted(committed), "rebuild the client: make web"
     stale = [name for name in fresh if fresh[name] != committed[name]]
     assert not stale, f"rebuild the client (make web): {stale} differ"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["evil.com@localhost", "localhost:evil.com", "127.0.0.1#evil.com", "localhost/x", "[::1"],
+)
+async def test_a_host_header_that_is_not_exactly_a_host_is_refused(
+    client: TestClient,  # type: ignore[type-arg]
+    host: str,
+) -> None:
+    answer = await client.post("/api/token", json={"identity": "ada"}, headers={"Host": host})
+    assert answer.status in (400, 403)
+    assert "participant_token" not in await answer.json()
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://evil.example", 403),
+        ("null", 403),
+        ("http://localhost.evil.example:8000", 403),
+        ("http://localhost:8000", 200),
+        ("http://127.0.0.1:5173", 200),
+    ],
+)
+async def test_a_cross_origin_page_cannot_mint_a_token_even_blind(
+    client: TestClient,  # type: ignore[type-arg]
+    origin: str,
+    status: int,
+) -> None:
+    # A form or fetch with text/plain needs no preflight: the server must refuse it.
+    answer = await client.post(
+        "/api/token",
+        data='{"identity": "ada"}',
+        headers={"Content-Type": "text/plain", "Origin": origin, "Host": "localhost:8000"},
+    )
+    assert answer.status == status
+    assert ("participant_token" in await answer.json()) is (status == 200)
+
+
+async def raw_request(port: int, data: bytes, *, then_wait: bool = True) -> bytes:
+    """Send ``data`` on a fresh connection and read the whole answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(), 60)  # hang guard only
+    finally:
+        writer.close()
+
+
+@pytest.fixture
+async def raw_port(client_dir: Path) -> AsyncIterator[int]:
+    app = web_app(dev_settings(), client_dir, body_timeout=0.5)
+    runner = aiohttp.web.AppRunner(app)
+    await runner.setup()
+    await aiohttp.web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_target_naming_another_host_and_a_missing_host_are_refused(
+    raw_port: int,
+) -> None:
+    absolute = await raw_request(
+        raw_port, b"GET http://evil.com/ HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    assert absolute.startswith(b"HTTP/1.1 400")
+    no_host = await raw_request(raw_port, b"GET / HTTP/1.0\r\n\r\n")
+    assert no_host.startswith(b"HTTP/1.0 400") and b"Host header" in no_host
+
+
+async def test_a_body_shorter_than_its_length_is_not_waited_on_forever(raw_port: int) -> None:
+    head = (
+        b"POST /api/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n"
+    )
+    answer = await raw_request(raw_port, head + b'{"identity":')
+    assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive in time" in answer
+
+
+async def test_a_malformed_request_is_logged_in_one_line(
+    raw_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    await raw_request(raw_port, b"GET / HTTP/1.1\r\nHost: a\x00b\r\n\r\n")
+    await raw_request(raw_port, b"GARBAGE\r\n\r\n")
+    records = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert records and all(r.exc_info is None and r.levelname == "WARNING" for r in records)
+    assert all("\n" not in r.getMessage() for r in records)
+    assert any("malformed request (HTTP 400" in r.getMessage() for r in records)

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from ..errors import CoachError, InvalidWrite, StorageError
+from ..errors import CoachError, ConfigError, InvalidWrite, StorageError
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
@@ -81,6 +81,19 @@ def normalize_url(url: str | URL) -> URL:
     return parsed
 
 
+def require_directory(url: URL) -> None:
+    """Refuse a SQLite file whose directory does not exist: a typo in the path must not
+    silently start an empty database somewhere new (the default directory is made by
+    settings, before this)."""
+    if url.database and url.database != ":memory:" and not url.database.startswith("file:"):
+        folder = Path(url.database).expanduser().parent
+        if not folder.is_dir():
+            raise ConfigError(
+                f"the SQLite database {url.database} cannot be opened: its directory "
+                f"{folder} does not exist (COACH_DATABASE_URL; check the path, or create it)"
+            )
+
+
 def create_engine(
     url: str | URL,
     *,
@@ -107,8 +120,7 @@ def create_engine(
     """
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        require_directory(parsed)
         engine = _create_async_engine(parsed, echo=echo)
         _configure_sqlite(engine, busy_timeout_ms)
         return engine
@@ -364,7 +376,7 @@ def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int) -> Engine:
     url = url.set(drivername="sqlite+pysqlite")
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
     if url.database and url.database != ":memory:":
-        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        require_directory(url)
         kwargs.update(pool_size=pool_size, max_overflow=0)
     else:  # one connection, or each thread would see its own empty database
         kwargs["poolclass"] = StaticPool

@@ -49,8 +49,11 @@ async def _deltas(store: Store, session_id: str) -> AsyncIterator[Delta]:
         since = page[-1].step
 
 
-async def list_sessions(store: Store, out: TextIO, *, user: str | None = None) -> None:
-    """One line per session: id, user, status, progress, updated, challenge."""
+async def list_sessions(
+    store: Store, out: TextIO, *, user: str | None = None, database: str = "the database"
+) -> None:
+    """One line per session: id, user, status, progress, updated, challenge. With none,
+    the answer names ``database``, so a typo in its path shows at once."""
     if user is not None:
         found = await store.find_user(user)
         sessions = await store.get_user_sessions(found.id) if found is not None else []
@@ -65,7 +68,8 @@ async def list_sessions(store: Store, out: TextIO, *, user: str | None = None) -
             file=out,
         )
     if not sessions:
-        print("no sessions", file=out)
+        whose = f" of {user!r}" if user is not None else ""
+        print(f"no sessions{whose} in {database}", file=out)
 
 
 async def branch_session(store: Store, session_id: str, phase_id: str, out: TextIO) -> None:

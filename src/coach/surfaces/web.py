@@ -17,17 +17,19 @@ the login — :func:`~coach.surfaces.token.make_token` is the same code.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
+import re
 import secrets
 import signal
 from collections.abc import Collection
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
 from ..errors import CoachError, ConfigError
@@ -42,16 +44,78 @@ TOKEN_TTL: Final = timedelta(minutes=15)
 """How long a minted token can be used to join."""
 MAX_BODY: Final = 4_096
 """Bytes a token request may have."""
+BODY_TIMEOUT: Final = 10.0
+"""Seconds a token request's body may take to arrive (a short body is not waited on)."""
 
 _SETTINGS: Final = web.AppKey("settings", Settings)
+_BODY_TIMEOUT: Final = web.AppKey("body_timeout", float)
 
 
 LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 """Host names every server answers to; others only when allowed (``--allow-host``)."""
 
+_NAME = re.compile(
+    r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
+)
+_PORT = re.compile(r"^[0-9]{1,5}$")
+
+
+def host_name(value: str | None) -> str | None:
+    """The host a ``Host`` header (or an ``Origin``'s authority) names, lower-case, or
+    ``None`` unless it is exactly ``name[:port]``, ``IPv4[:port]`` or ``[IPv6][:port]``.
+
+    Nothing else is a host: no user part (``evil.com@localhost``), no fragment or path
+    (``127.0.0.1#evil.com``), no second name where the port goes (``localhost:evil.com``).
+    """
+    if not value:
+        return None
+    value = value.lower()
+    if value.startswith("["):
+        inside, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not (rest.startswith(":") and _PORT.match(rest[1:]))):
+            return None
+        try:
+            return str(ipaddress.IPv6Address(inside))
+        except ValueError:
+            return None
+    name, colon, port = value.partition(":")
+    if colon and not _PORT.match(port):
+        return None
+    return name if _NAME.match(name) else None
+
+
+def origin_host(origin: str) -> str | None:
+    """The host of an ``Origin`` header (``http(s)://host[:port]``), or ``None``."""
+    scheme, sep, authority = origin.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return None
+    return host_name(authority)
+
+
+class OneLineBadRequests(logging.Filter):
+    """aiohttp logs a request it cannot parse with a traceback at ERROR; a malformed
+    request is the client's problem, worth one WARNING line naming what was wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            reason = " ".join(str(error.message).split())[:200]
+            record.msg = f"{record.getMessage()}: malformed request (HTTP {error.code}: {reason})"
+            record.args = ()
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_BAD_REQUESTS: Final = OneLineBadRequests()
+
 
 def web_app(
-    settings: Settings, client_dir: Path = CLIENT_DIR, *, allowed_hosts: Collection[str] = ()
+    settings: Settings,
+    client_dir: Path = CLIENT_DIR,
+    *,
+    allowed_hosts: Collection[str] = (),
+    body_timeout: float = BODY_TIMEOUT,
 ) -> web.Application:
     """The server's routes: the client's files and ``POST /api/token``.
 
@@ -87,15 +151,26 @@ def web_app(
 
     @web.middleware
     async def known_hosts_only(request: web.Request, handler: Handler) -> web.StreamResponse:
-        name = (urlsplit(f"//{request.host}").hostname or "").lower()
+        if not request.raw_path.startswith("/"):  # absolute-form: for proxies, not us
+            return _refuse(400, "Send the path only, with the host in the Host header.")
+        header = request.headers.get("Host")
+        name = host_name(header)
+        if name is None:
+            return _refuse(400, "The Host header is missing or is not a host name.")
         if name not in hosts:
-            return _refuse(
-                403, f"Host {name or '(none)'} is not served here (coach web --allow-host)."
-            )
+            return _refuse(403, f"Host {name} is not served here (coach web --allow-host).")
+        origin = request.headers.get("Origin")
+        if request.method not in ("GET", "HEAD") and origin is not None:
+            # A page of another site may POST here (a "simple" text/plain request needs
+            # no preflight), even if it cannot read the answer: refuse it outright.
+            if origin_host(origin) not in hosts:
+                return _refuse(403, f"Origin {origin[:80]} is not served here.")
         return await handler(request)
 
+    logging.getLogger("aiohttp.server").addFilter(_BAD_REQUESTS)  # once: a set
     app = web.Application(client_max_size=MAX_BODY, middlewares=[known_hosts_only])
     app[_SETTINGS] = settings
+    app[_BODY_TIMEOUT] = body_timeout
     app.router.add_post("/api/token", mint_token)
     app.router.add_get("/", serve_index)
     app.router.add_static("/", client_dir)
@@ -106,7 +181,12 @@ def web_app(
 async def mint_token(request: web.Request) -> web.Response:
     """``POST /api/token``: a join token for the identity in the JSON body."""
     try:
-        body: Any = json.loads(await request.read())
+        async with asyncio.timeout(request.app[_BODY_TIMEOUT]):
+            raw = await request.read()
+        body: Any = json.loads(raw)
+    except TimeoutError:
+        logger.info("a token request's body did not arrive in time")
+        return _refuse(408, "The request body did not arrive in time.")
     except web.HTTPRequestEntityTooLarge:
         return _refuse(413, f"The request is over {MAX_BODY} bytes.")
     except (ValueError, RecursionError):
