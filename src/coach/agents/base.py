@@ -21,6 +21,7 @@ from ..state.zones import Action, Zone
 from ..store import clean_text, is_clean
 from ..userdata import UserData
 from .offer import offered_tools
+from .request import one_system_message, with_tool_choice
 
 logger = logging.getLogger("coach.agents")
 
@@ -230,8 +231,10 @@ class CoachAgentBase(Agent):
             chat_ctx.items = kept
         # Copies replace unfit items: the agent's own history is left as it was.
         chat_ctx.items = [model_safe(item) for item in chat_ctx.items]
-        called_tools = False
+        one_system_message(chat_ctx)
         offered = offered_tools(tools, userdata)
+        model_settings = with_tool_choice(model_settings, offered)
+        called_tools = False
         try:
             async for chunk in Agent.default.llm_node(self, chat_ctx, offered, model_settings):
                 if isinstance(chunk, llm.ChatChunk) and chunk.delta and chunk.delta.tool_calls:
