@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from livekit.agents import NOT_GIVEN, APIError, APIStatusError
 from livekit.agents.vad import VAD
@@ -81,7 +82,16 @@ def build_llm(settings: Settings) -> openai.LLM:
         api_key=_key(settings),
         base_url=llm_url(settings),
         temperature=NOT_GIVEN if settings.llm_temperature is None else settings.llm_temperature,
+        **_token_cap(settings),
     )
+
+
+def _token_cap(settings: Settings) -> dict[str, Any]:
+    # OpenAI's newer models refuse `max_tokens`; `max_tokens` is the name every
+    # OpenAI-compatible server reads (llama.cpp's server reads no other).
+    if settings.llm_base_url is None:
+        return {"max_completion_tokens": settings.llm_max_tokens}
+    return {"extra_body": {"max_tokens": settings.llm_max_tokens}}
 
 
 def build_stt(settings: Settings) -> openai.STT:

@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(default=0.0, ge=0.0)
     """Read timeout in seconds; 0 picks 15 s for OpenAI and 300 s for a local server."""
     llm_temperature: float | None = None
+    llm_max_tokens: int = Field(default=400, ge=1)
+    """The longest reply, in tokens, sent with every request: a spoken reply is short, and
+    an uncapped local model on a CPU can talk for minutes (400 leaves room for a phase
+    summary in a tool call)."""
     stt_model: str = "gpt-4o-mini-transcribe"
     stt_base_url: str | None = None
     tts_model: str = "gpt-4o-mini-tts"
