@@ -42,11 +42,19 @@ def test_llm_timeout_is_generous_for_local_servers() -> None:
     assert Settings(llm_base_url="http://x/v1", llm_timeout=42).llm_read_timeout == 42
 
 
+def test_a_local_server_is_retried_once_and_openai_three_times() -> None:
+    # A local server answers one request at a time: each retry waits behind the last.
+    assert Settings(llm_base_url="http://localhost:11434/v1").llm_max_retry == 1
+    assert Settings(openai_api_key="sk-x").llm_max_retry == 3  # type: ignore[arg-type]
+    assert Settings(llm_base_url="http://x/v1", llm_retries=0).llm_max_retry == 0
+
+
 BLANKABLE = [
     "OPENAI_API_KEY",
     "COACH_LLM_BASE_URL",
     "COACH_LLM_TEMPERATURE",
     "COACH_LLM_TIMEOUT",
+    "COACH_LLM_RETRIES",
     "COACH_DATABASE_URL",
     "COACH_SECRET_KEY",
     "COACH_PROMPTS_DIR",

@@ -6,9 +6,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from livekit.agents import NOT_GIVEN, APIError, APIStatusError
+from livekit.agents import NOT_GIVEN, APIConnectOptions, APIError, APIStatusError, llm
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NotGivenOr
 from livekit.agents.vad import VAD
 from livekit.plugins import openai, silero
+from livekit.plugins.openai import llm as openai_llm
 
 from .settings import Settings
 
@@ -63,6 +65,68 @@ def describe_model_error(error: APIError, url: str) -> str:
     return f"the model at {url} did not answer{tried} ({reason[:300]})"
 
 
+NO_REPLY = "no reply and no tool call in the answer"
+
+
+class _ReplyOrError(openai_llm.LLMStream):
+    """The plugin's stream, where an answer with neither text nor a tool call is an error.
+
+    A proxy's error page sent with status 200 (or a model that stops at once) is no
+    stream of chunks: the plugin would end the turn without a word. Raised as a status
+    error, it is retried, reported and counted as a 503 is.
+    """
+
+    _answered = False
+
+    def _parse_choice(self, *args: Any, **kwargs: Any) -> llm.ChatChunk | None:
+        chunk: llm.ChatChunk | None = super()._parse_choice(*args, **kwargs)
+        if chunk is not None and chunk.delta is not None:
+            if chunk.delta.content or chunk.delta.tool_calls:
+                self._answered = True
+        return chunk
+
+    async def _run(self) -> None:
+        self._answered = False  # per attempt
+        await super()._run()
+        if not self._answered:
+            response = getattr(self._oai_stream, "response", None)
+            kind = response.headers.get("content-type") if response is not None else None
+            raise APIStatusError(
+                f"{NO_REPLY} (Content-Type: {kind or 'none'})", status_code=200, retryable=True
+            )
+
+
+class ChatModel(openai.LLM):
+    """The openai plugin's LLM, for any OpenAI-compatible server, whose every answer is
+    either a reply, a tool call or an error (see :class:`_ReplyOrError`)."""
+
+    def chat(
+        self,
+        *,
+        chat_ctx: llm.ChatContext,
+        tools: list[llm.Tool] | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        parallel_tool_calls: NotGivenOr[bool] = NOT_GIVEN,
+        tool_choice: NotGivenOr[llm.ToolChoice] = NOT_GIVEN,
+        response_format: NotGivenOr[Any] = NOT_GIVEN,
+        extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
+    ) -> openai_llm.LLMStream:
+        stream = super().chat(
+            chat_ctx=chat_ctx,
+            tools=tools,
+            conn_options=conn_options,
+            parallel_tool_calls=parallel_tool_calls,
+            tool_choice=tool_choice,
+            response_format=response_format,
+            extra_kwargs=extra_kwargs,
+        )
+        # The plugin builds its stream inside chat() and gives no way to choose its class;
+        # the stream's task first runs on the loop's next turn, so every attempt of it
+        # runs the subclass's checks.
+        stream.__class__ = _ReplyOrError
+        return stream
+
+
 def _key(settings: Settings) -> str:
     # A local OpenAI-compatible server ignores the key, but the client requires one.
     if settings.openai_api_key is not None:
@@ -77,7 +141,7 @@ def build_llm(settings: Settings) -> openai.LLM:
     the session's connect options to every request.
     """
     settings.require_llm()
-    return openai.LLM(
+    return ChatModel(
         model=settings.llm_model,
         api_key=_key(settings),
         base_url=llm_url(settings),

@@ -115,7 +115,10 @@ class Runtime:
         session_kwargs.setdefault(
             "conn_options",
             SessionConnectOptions(
-                llm_conn_options=APIConnectOptions(timeout=self.settings.llm_read_timeout),
+                llm_conn_options=APIConnectOptions(
+                    timeout=self.settings.llm_read_timeout,
+                    max_retry=self.settings.llm_max_retry,
+                ),
                 max_unrecoverable_errors=max_model_failures,
             ),
         )

@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(default=0.0, ge=0.0)
     """Read timeout in seconds; 0 picks 15 s for OpenAI and 300 s for a local server."""
     llm_temperature: float | None = None
+    llm_retries: int | None = Field(default=None, ge=0)
+    """Retries of a failed model request; unset: 1 for a local server (it serves one
+    request at a time, and a retry waits behind the abandoned one), 3 for OpenAI."""
     llm_max_tokens: int = Field(default=400, ge=1)
     """The longest reply, in tokens, sent with every request: a spoken reply is short, and
     an uncapped local model on a CPU can talk for minutes (400 leaves room for a phase
@@ -182,6 +185,13 @@ class Settings(BaseSettings):
         if self.llm_timeout:
             return self.llm_timeout
         return 300.0 if self.llm_base_url else 15.0
+
+    @property
+    def llm_max_retry(self) -> int:
+        """How often a failed model request is retried (:attr:`llm_retries`)."""
+        if self.llm_retries is not None:
+            return self.llm_retries
+        return 1 if self.llm_base_url else 3
 
     def require_llm(self) -> None:
         """Raise :class:`ConfigError` when no LLM is configured."""

@@ -173,7 +173,7 @@ async def test_a_model_server_that_is_down_is_named_in_one_line_per_turn(tmp_pat
     assert (
         text.splitlines()
         == [
-            "coach: the model at http://127.0.0.1:9/v1 did not answer after 4 attempts "
+            "coach: the model at http://127.0.0.1:9/v1 did not answer after 2 attempts "
             "(ConnectError: All connection attempts failed). Everything so far is saved; "
             "say it again to retry, or type exit."
         ]
