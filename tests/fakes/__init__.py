@@ -15,6 +15,7 @@ from .script import (
     calls,
     load_script,
     parse_script,
+    raw_call,
     say,
 )
 from .scripted_llm import RecordedRequest, ScriptedLLM
@@ -32,5 +33,6 @@ __all__ = [
     "calls",
     "load_script",
     "parse_script",
+    "raw_call",
     "say",
 ]

@@ -224,7 +224,7 @@ class FakeOpenAIServer:
                     ]
                 }
             )
-            for piece in _split(json.dumps(tool_call.arguments), size):
+            for piece in _split(tool_call.encoded(), size):
                 yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         yield chunk({}, finish_reason="tool_calls" if reply.tool_calls else "stop")
 
@@ -270,7 +270,7 @@ def _completion(
             {
                 "id": f"call_{completion_id.removeprefix('chatcmpl-')}_{n}",
                 "type": "function",
-                "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)},
+                "function": {"name": tc.name, "arguments": tc.encoded()},
             }
             for n, tc in enumerate(reply.tool_calls)
         ]
@@ -296,7 +296,7 @@ def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     # Rough token counts (4 characters a token): enough for usage plumbing to be exercised.
     prompt_tokens = len(json.dumps(body.get("messages", []))) // 4
     completion_tokens = (
-        len(reply.text) + sum(len(json.dumps(tc.arguments)) for tc in reply.tool_calls)
+        len(reply.text) + sum(len(tc.encoded()) for tc in reply.tool_calls)
     ) // 4
     return {
         "prompt_tokens": prompt_tokens,

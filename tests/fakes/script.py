@@ -35,6 +35,7 @@ is a :class:`Visit` (see :func:`parse_visit`).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import deque
@@ -58,6 +59,7 @@ __all__ = [
     "calls",
     "load_script",
     "parse_script",
+    "raw_call",
     "parse_visit",
     "say",
 ]
@@ -72,10 +74,17 @@ class ToolCall:
     Attributes:
         name: The tool's name, as the agent declares it.
         arguments: The JSON-serialisable arguments the tool receives.
+        raw: The arguments' text exactly as sent instead (then ``arguments`` is unused):
+            what a model cut off by its token limit, or a confused one, emits.
     """
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    raw: str | None = None
+
+    def encoded(self) -> str:
+        """The arguments as the model sends them: :attr:`raw`, or ``arguments`` as JSON."""
+        return self.raw if self.raw is not None else json.dumps(self.arguments)
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,11 @@ def say(text: str) -> Reply:
 def call(name: str, /, **arguments: Any) -> Reply:
     """A reply that makes one tool call ``name(**arguments)``."""
     return Reply(tool_calls=(ToolCall(name, dict(arguments)),))
+
+
+def raw_call(name: str, arguments: str, /) -> Reply:
+    """A reply that calls ``name`` with ``arguments`` sent as they are (not JSON-encoded)."""
+    return Reply(tool_calls=(ToolCall(name, raw=arguments),))
 
 
 def calls(*tool_calls: ToolCall) -> Reply:
@@ -242,7 +256,9 @@ def _fill(reply: Reply, values: Mapping[str, str], where: str) -> Reply:
 
     return Reply(
         text=text(reply.text),
-        tool_calls=tuple(ToolCall(tc.name, deep(tc.arguments)) for tc in reply.tool_calls),
+        tool_calls=tuple(
+            ToolCall(tc.name, deep(tc.arguments), raw=tc.raw) for tc in reply.tool_calls
+        ),
         from_request=reply.from_request,
     )
 

@@ -172,7 +172,7 @@ class ScriptedLLMStream(llm.LLMStream):
                         tool_calls=[
                             llm.FunctionToolCall(
                                 name=tool_call.name,
-                                arguments=json.dumps(tool_call.arguments),
+                                arguments=tool_call.encoded(),
                                 call_id=f"call_scripted_{next(_call_ids)}",
                             )
                             for tool_call in reply.tool_calls

@@ -21,7 +21,7 @@ from ..state.zones import Action, Zone
 from ..store import clean_text, is_clean
 from ..userdata import UserData
 from .offer import offered_tools
-from .request import one_system_message, with_tool_choice
+from .request import checked_tool_calls, one_system_message, with_tool_choice
 
 logger = logging.getLogger("coach.agents")
 
@@ -239,6 +239,7 @@ class CoachAgentBase(Agent):
             async for chunk in Agent.default.llm_node(self, chat_ctx, offered, model_settings):
                 if isinstance(chunk, llm.ChatChunk) and chunk.delta and chunk.delta.tool_calls:
                     called_tools = True
+                    chunk = checked_tool_calls(chunk)
                 if isinstance(chunk, llm.ChatChunk | str):
                     yield chunk
         finally:
