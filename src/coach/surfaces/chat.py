@@ -20,11 +20,12 @@ import queue
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO
 
 from livekit.agents import APIError, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
+from livekit.agents.voice.io import TextOutput
 
 from ..models import build_llm, describe_model_error, llm_url
 from ..runtime import Runtime
@@ -45,22 +46,98 @@ EXIT_WRITES_LOST = 3
 """Some of the conversation could not be stored (reported, with the count, at exit)."""
 
 
-class Transcript:
-    """Prints replies, and tool calls and handoffs dimmed, as the session emits them."""
+WAITING = "waiting for the model…"
+"""Shown dimmed on a terminal while the model has said nothing for :data:`WAIT_AFTER`."""
+WAIT_AFTER = 1.0
 
-    def __init__(self, out: TextIO) -> None:
+
+class Transcript(TextOutput):
+    """Prints replies as the model generates them, and tool calls and handoffs dimmed.
+
+    The session's text output: each reply is written as it streams in (a slow local
+    model shows its words as they come), on one ``coach>`` line. On a terminal, a dim
+    :data:`WAITING` shows while a turn has produced nothing for ``wait_after`` seconds.
+    """
+
+    def __init__(self, out: TextIO, *, wait_after: float = WAIT_AFTER) -> None:
+        super().__init__(label="coach-chat", next_in_chain=None)
         self._out = out
         self._color = out.isatty()
+        self._wait_after = wait_after
+        self._line: list[str] | None = None  # the reply being written, until its item
+        self._in_turn = False
+        self._waiting: asyncio.TimerHandle | None = None
+        self._shown = False
+
+    def _write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
 
     def _dim(self, text: str) -> None:
+        self._end_line()
         line = f"{DIM}{text}{RESET}" if self._color else text
         print(line, file=self._out, flush=True)
+
+    def _end_line(self, suffix: str = "") -> None:
+        self._hide_waiting()
+        if self._line is not None:
+            self._line = None
+            self._write(suffix + "\n")
+
+    # -- the wait ----------------------------------------------------------------------
+
+    def begin_turn(self) -> None:
+        """A turn starts: the model is asked; show that it is awaited if it stays silent."""
+        self._in_turn = True
+        self._wait()
+
+    def end_turn(self) -> None:
+        """The turn is over (answered, failed or cut short)."""
+        self._in_turn = False
+        self._end_line()
+
+    def _wait(self) -> None:
+        if self._color and self._in_turn and self._waiting is None:
+            loop = asyncio.get_running_loop()
+            self._waiting = loop.call_later(self._wait_after, self._show_waiting)
+
+    def _show_waiting(self) -> None:
+        self._shown = True
+        self._write(f"{DIM}{WAITING}{RESET}")
+
+    def _hide_waiting(self) -> None:
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+        if self._shown:
+            self._shown = False
+            self._write("\r\033[2K")  # back to the line's start, and erase it
+
+    # -- the session's text output -----------------------------------------------------
+
+    async def capture_text(self, text: str) -> None:
+        if self._line is None:
+            self._hide_waiting()
+            self._line = []
+            self._write("coach> ")
+        self._line.append(text)
+        self._write(text)
+
+    def flush(self) -> None:
+        # The line ends with its message (on_item), which says whether it was cut short.
+        pass
+
+    # -- session events ----------------------------------------------------------------
 
     def on_item(self, event: ConversationItemAddedEvent) -> None:
         item = event.item
         if isinstance(item, llm.ChatMessage) and item.role == "assistant" and item.text_content:
             suffix = " [interrupted]" if item.interrupted else ""
-            print(f"coach> {item.text_content}{suffix}", file=self._out, flush=True)
+            if self._line is not None:
+                self._end_line(suffix)  # streamed already
+            else:
+                self._end_line()
+                print(f"coach> {item.text_content}{suffix}", file=self._out, flush=True)
         elif isinstance(item, llm.AgentHandoff) and item.old_agent_id:
             self._dim(f"  ↪ handoff: {item.old_agent_id} → {item.new_agent_id}")
 
@@ -68,6 +145,7 @@ class Transcript:
         for call, output in zip(event.function_calls, event.function_call_outputs, strict=False):
             status = "error" if output.is_error else "ok"
             self._dim(f"  ⚙ {call.name}({call.arguments}) → {status}")
+        self._wait()  # the model is asked again with the tools' results
 
 
 class LineReader:
@@ -129,8 +207,12 @@ async def run_chat(
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
     stderr: TextIO = sys.stderr,
+    wait_after: float = WAIT_AFTER,
 ) -> int:
     """Run the REPL until end of input. Returns the process exit code.
+
+    Replies stream to ``stdout`` as they are generated; on a terminal a dim
+    :data:`WAITING` shows after ``wait_after`` seconds of silence from the model.
 
     Raises :class:`~coach.errors.CoachError` (one line, exit 2) before the conversation
     starts: no model configured, an invalid ``user``, a database that is not usable.
@@ -144,22 +226,28 @@ async def run_chat(
         userdata = runtime.new_userdata(identity=user)
         # The user decides when to give up on a model that is down, not a failure count.
         session = runtime.new_session(userdata, llm=model, max_model_failures=sys.maxsize)
-        transcript = Transcript(stdout)
+        transcript = Transcript(stdout, wait_after=wait_after)
+        session.output.transcription = transcript
         session.on("conversation_item_added", transcript.on_item)
         session.on("function_tools_executed", transcript.on_tools)
         url = llm_url(settings)
 
+        async def turn(run: Awaitable[Any]) -> bool:
+            transcript.begin_turn()
+            try:
+                return await _answered(run, url, stderr, before_error=transcript.end_turn)
+            finally:
+                transcript.end_turn()
+
         async def converse() -> bool:
-            answered = await _answered(
-                session.start(runtime.first_agent(userdata), capture_run=True), url, stderr
-            )
+            answered = await turn(session.start(runtime.first_agent(userdata), capture_run=True))
             reader = LineReader(stdin, "you> ")
             while (line := await reader.read()) is not None:
                 said = line.strip()
                 if said.lower() in QUIT:
                     break
                 if said:
-                    answered &= await _answered(session.run(user_input=said), url, stderr)
+                    answered &= await turn(session.run(user_input=said))
             return answered
 
         try:
@@ -197,11 +285,14 @@ async def _until_terminated(conversation: Coroutine[Any, Any, bool]) -> bool:
             loop.remove_signal_handler(stop)
 
 
-async def _answered(turn: Awaitable[Any], url: str, err: TextIO) -> bool:
+async def _answered(
+    turn: Awaitable[Any], url: str, err: TextIO, *, before_error: Callable[[], None]
+) -> bool:
     """Await one turn (and its reply); a model failure is one line on ``err``: False."""
     try:
         await turn
     except APIError as exc:
+        before_error()  # a reply cut off mid-line ends its line first
         print(
             f"coach: {describe_model_error(exc, url)}. Everything so far is saved; "
             "say it again to retry, or type exit.",
