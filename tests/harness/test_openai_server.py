@@ -25,6 +25,7 @@ from livekit.agents.voice.run_result import RunResult
 from livekit.plugins import openai
 
 from tests.fakes import FakeOpenAIServer, Reply, ToolCall, call, calls, say
+from tests.processes import GRACE, running
 
 RUN_TIMEOUT = 10.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -382,20 +383,15 @@ async def test_base_url_only_while_running() -> None:
 async def test_cli_serves_a_yaml_script(tmp_path: Path, http: aiohttp.ClientSession) -> None:
     script = tmp_path / "replies.yaml"
     script.write_text("- say: Hi from the CLI.\n", encoding="utf-8")
-    proc = await asyncio.create_subprocess_exec(
+    async with running(
         sys.executable,
-        "-m",
-        "tests.fakes.openai_server",
-        "--port",
-        "0",
-        "--script",
-        str(script),
+        *("-m", "tests.fakes.openai_server", "--port", "0", "--script", str(script)),
         cwd=REPO_ROOT,
         stdout=asyncio.subprocess.PIPE,
-    )
-    try:
+    ) as proc:
         assert proc.stdout is not None
-        async with asyncio.timeout(RUN_TIMEOUT):
+        # Start-up waits on the banner; the limit only guards against a hang.
+        async with asyncio.timeout(GRACE):
             banner = (await proc.stdout.readline()).decode()
         match = re.search(r"1 scripted replies at (http://127\.0\.0\.1:\d+/v1)$", banner.strip())
         assert match, banner
@@ -407,9 +403,8 @@ async def test_cli_serves_a_yaml_script(tmp_path: Path, http: aiohttp.ClientSess
         async with http.post(f"{base_url}/chat/completions", json=payload) as response:
             body = await response.json()
         assert body["choices"][0]["message"]["content"] == "Hi from the CLI."
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGINT)
-        async with asyncio.timeout(RUN_TIMEOUT):
+
+        proc.send_signal(signal.SIGINT)  # Ctrl-C ends it cleanly
+        async with asyncio.timeout(GRACE):
             returncode = await proc.wait()
     assert returncode == 0

@@ -15,6 +15,7 @@ from coach.persistence import open_repository
 from coach.settings import Settings
 from coach.surfaces.chat import run_chat
 from tests.fakes import FakeOpenAIServer, ScriptedLLM, load_script, say
+from tests.processes import GRACE, running
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "fixtures" / "demo_script.yaml"
@@ -35,19 +36,17 @@ def coach_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 async def coach(*args: str, env: dict[str, str], stdin: str | bytes = "") -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
+    async with running(
         sys.executable,
-        "-m",
-        "coach",
-        *args,
+        *("-m", "coach", *args),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=env,
         cwd=tmp_cwd(env),
-    )
-    data = stdin.encode() if isinstance(stdin, str) else stdin
-    out, err = await asyncio.wait_for(proc.communicate(data), timeout=120)
+    ) as proc:
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        out, err = await asyncio.wait_for(proc.communicate(data), timeout=120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
@@ -192,25 +191,21 @@ async def test_ctrl_c_while_waiting_for_input_exits_cleanly(tmp_path: Path) -> N
     async with FakeOpenAIServer([say("Hello there!")]) as server:
         env = coach_env(tmp_path, COACH_LLM_BASE_URL=server.base_url, COACH_LLM_MODEL="fake")
         assert (await coach("db", "upgrade", env=env))[0] == 0
-        proc = await asyncio.create_subprocess_exec(
+        async with running(
             sys.executable,
-            "-m",
-            "coach",
-            "chat",
-            "--user",
-            "zed",
+            *("-m", "coach", "chat", "--user", "zed"),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
             cwd=tmp_cwd(env),
-        )
-        assert proc.stdout is not None and proc.stderr is not None
-        greeting = await asyncio.wait_for(proc.stdout.readline(), 60)
-        assert greeting == b"coach> Hello there!\n"
-        proc.send_signal(signal.SIGINT)  # stdin stays open: the REPL is blocked reading it
-        code = await asyncio.wait_for(proc.wait(), 30)
-        err = (await proc.stderr.read()).decode()
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            greeting = await asyncio.wait_for(proc.stdout.readline(), GRACE)
+            assert greeting == b"coach> Hello there!\n"
+            proc.send_signal(signal.SIGINT)  # stdin stays open: the REPL is blocked reading it
+            code = await asyncio.wait_for(proc.wait(), GRACE)
+            err = (await proc.stderr.read()).decode()
     assert code == 0
     assert "Traceback" not in err
 

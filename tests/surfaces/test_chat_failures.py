@@ -23,6 +23,7 @@ from coach.settings import Settings
 from coach.surfaces.chat import EXIT_MODEL_FAILED, EXIT_OK, EXIT_WRITES_LOST, run_chat
 from tests.fakes import FakeOpenAIServer, RecordedRequest, ScriptedLLM, call, say
 from tests.fakes.scripted_llm import ScriptedLLMStream
+from tests.processes import running
 from tests.recording.tcp_proxy import TcpProxy
 
 from .test_chat_cli import SECRET, coach, coach_env
@@ -328,7 +329,7 @@ async def test_a_stop_signal_ends_the_chat_with_everything_said_stored(
             # Nothing commits on its own while the test runs: only a drain stores it.
             COACH_RECORDER_COMMIT_INTERVAL="600",
         )
-        proc = await asyncio.create_subprocess_exec(
+        async with running(
             sys.executable,
             *("-m", "coach", "chat", "--user", "ada"),
             stdin=asyncio.subprocess.PIPE,
@@ -336,16 +337,16 @@ async def test_a_stop_signal_ends_the_chat_with_everything_said_stored(
             stderr=asyncio.subprocess.PIPE,
             env=env,
             cwd=env["HOME"],
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        async with asyncio.timeout(60):
-            assert (await proc.stdout.readline()).startswith(b"coach> Hi!")
-            proc.stdin.write(b"Onboarding for my budgeting app\n")
-            await proc.stdin.drain()
-            while not (await proc.stdout.readline()).startswith(b"coach> Got it"):
-                pass
-        proc.send_signal(stop)  # stdin stays open: the chat is waiting for the next line
-        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        ) as proc:
+            assert proc.stdin is not None and proc.stdout is not None
+            async with asyncio.timeout(60):
+                assert (await proc.stdout.readline()).startswith(b"coach> Hi!")
+                proc.stdin.write(b"Onboarding for my budgeting app\n")
+                await proc.stdin.drain()
+                while not (await proc.stdout.readline()).startswith(b"coach> Got it"):
+                    pass
+            proc.send_signal(stop)  # stdin stays open: the chat is waiting for the next line
+            _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == EXIT_OK, err.decode()
     assert b"Traceback" not in err
     conversation = await stored_conversation(database_url)
