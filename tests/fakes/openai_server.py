@@ -295,9 +295,7 @@ def _completion(
 def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     # Rough token counts (4 characters a token): enough for usage plumbing to be exercised.
     prompt_tokens = len(json.dumps(body.get("messages", []))) // 4
-    completion_tokens = (
-        len(reply.text) + sum(len(tc.encoded()) for tc in reply.tool_calls)
-    ) // 4
+    completion_tokens = (len(reply.text) + sum(len(tc.encoded()) for tc in reply.tool_calls)) // 4
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,

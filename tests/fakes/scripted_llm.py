@@ -9,7 +9,6 @@ is recorded in :attr:`ScriptedLLM.requests` so tests can assert what the model w
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal

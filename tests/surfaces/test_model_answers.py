@@ -89,5 +89,3 @@ async def test_a_completion_without_text_or_tool_call_is_a_failed_turn(
     assert line.startswith(f"coach: the model at {url} did not answer after 2 attempts"), line
     assert "no reply and no tool call" in line, line
     assert model_errors() == before + 1
-
-

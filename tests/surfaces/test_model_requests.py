@@ -67,7 +67,8 @@ async def test_no_tool_choice_without_tools(sqlite_url: str) -> None:
             ctx = llm.ChatContext.empty()
             ctx.add_message(role="user", content="hello")
             async with model.chat(chat_ctx=ctx) as stream:
-                assert "".join([c.delta.content async for c in stream if c.delta and c.delta.content]) == "hi"
+                text = [c.delta.content async for c in stream if c.delta and c.delta.content]
+            assert "".join(text) == "hi"
         finally:
             await model.aclose()
     (request,) = server.requests
