@@ -96,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _first_line_of_each_step(record: logging.LogRecord) -> bool:
+    """Alembic logs each migration with its whole docstring: keep the first line."""
+    message = record.getMessage()
+    if "\n" in message:
+        record.msg, record.args = message.splitlines()[0].rstrip(",:;") + " ...", ()
+    return True
+
+
 def _configure_logging(settings: Settings, *, quiet: bool) -> None:
     level = logging.WARNING if quiet else getattr(logging, settings.log_level.upper(), logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -190,6 +198,7 @@ def _dispatch(argv: Sequence[str]) -> int:
         from .persistence.migrate import upgrade
 
         _configure_logging(settings, quiet=False)
+        logging.getLogger("alembic.runtime.migration").addFilter(_first_line_of_each_step)
         asyncio.run(upgrade(settings.database_url))
         print("database is up to date")
         return 0

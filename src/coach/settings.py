@@ -31,6 +31,8 @@ APP_NAME = "coach"
 ENV_FILE = ".env"
 PREFIX = "COACH_"
 NOT_SETTINGS = ("COACH_USER", "COACH_TEST_", "COACH_BENCH_")
+PLACEHOLDER_SECRET = "change-me-to-a-long-random-string"
+"""docker-compose.yml's ``COACH_SECRET_KEY`` when none is set: fit to try, never to keep."""
 """``COACH_`` names that are not settings: make's ``COACH_USER`` and the test and bench
 suites' own variables (prefixes). Any other unknown ``COACH_`` name is a typo."""
 
@@ -311,9 +313,20 @@ def load_settings(
     # python-dotenv reports a line it cannot parse without naming the file: said above.
     logging.getLogger("dotenv.main").setLevel(logging.ERROR)
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as exc:
         raise ConfigError(describe_invalid(exc)) from None
+    key = settings.secret_key
+    if key is not None and key.get_secret_value() == PLACEHOLDER_SECRET:
+        line = (
+            "COACH_SECRET_KEY is docker-compose.yml's placeholder: anyone with that file can "
+            'forge stored memory. Set your own (python -c "import secrets; '
+            'print(secrets.token_hex(32))").'
+        )
+        if line not in _WARNED:
+            _WARNED.add(line)
+            print(f"coach: warning: {line}", file=warn)
+    return settings
 
 
 def describe_invalid(exc: ValidationError) -> str:

@@ -114,3 +114,10 @@ async def test_an_id_that_is_no_id_finds_nothing_on_every_backend(
         await repo.resume_session(bogus, user_id=user.id)
     with pytest.raises(SessionNotFound):
         await repo.add_session_message(bogus, "user", "hello")
+
+
+async def test_a_user_is_found_by_id_and_an_id_that_is_no_id_finds_none(repo: Repository) -> None:
+    user = await repo.get_or_create_user("alice", display_name="Alice")
+    assert await repo.get_user(user.id) == user
+    for nobody in ("f" * 32, "nope", "x\ud800"):
+        assert await repo.get_user(nobody) is None

@@ -1,13 +1,15 @@
 """The files an operator deploys with: compose, .env.example, `db upgrade` on PostgreSQL."""
 
+import io
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from coach.persistence import current_revision
 from coach.persistence.migrate import head_revision
-from coach.settings import Settings
+from coach.settings import Settings, load_settings
 from tests.fakes import FakeOpenAIServer, say
 
 from .test_chat_cli import coach, coach_env
@@ -89,3 +91,24 @@ def test_compose_passes_no_blank_values() -> None:
         for name, value in env.items():
             assert value is None or ":-}" not in str(value), (service, name, value)
             assert value != "", (service, name)
+
+
+def test_compose_pins_livekit_and_its_placeholder_secret_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    image = compose["services"]["livekit"]["image"]
+    tag = image.rpartition(":")[2]
+    assert ":" in image and tag != "latest" and tag[:2] == "v1", image
+    # What compose passes when COACH_SECRET_KEY is not set in the shell.
+    default = compose["x-coach-env"]["COACH_SECRET_KEY"].split(":-", 1)[1].rstrip("}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COACH_SECRET_KEY", default)
+    said = io.StringIO()
+    load_settings(warn=said)
+    (line,) = [line for line in said.getvalue().splitlines() if "COACH_SECRET_KEY" in line]
+    assert "placeholder" in line and default not in line
+    monkeypatch.setenv("COACH_SECRET_KEY", "a-real-key-0123456789abcdef")
+    said = io.StringIO()
+    load_settings(warn=said)
+    assert "COACH_SECRET_KEY" not in said.getvalue()

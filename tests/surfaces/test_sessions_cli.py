@@ -46,6 +46,7 @@ async def test_show_list_and_export(tmp_path: Path) -> None:
     code, out, err = await coach("sessions", "show", session_id, "--steps", env=env)
     assert code == 0, err
     assert "challenge: A calmer checkout" in out
+    assert out.splitlines()[0].endswith("  user 'olga'")  # the identity, not its id
     assert "tool ⚙ add_insight" in out and "handoff ↪ design_coach → design_strategist" in out
     assert '"text": "Timers cause stress"' in out  # the data zone
     delta_lines = [line for line in out.split("## deltas")[1].splitlines() if line.strip()]
@@ -142,3 +143,15 @@ async def test_erasing_from_the_command_line_asks_first_and_says_what_went(
     assert code == 2 and "No user with identity 'olga'" in err
     code, _, err = await coach("sessions", "prune", "--older-than", "-1", env=env)
     assert code == 2 and err.count("\n") == 1
+
+
+async def test_db_upgrade_says_one_line_per_migration(
+    tmp_path: Path, blank_database_url: str
+) -> None:
+    env = coach_env(tmp_path, COACH_DATABASE_URL=blank_database_url)
+    code, out, err = await coach("db", "upgrade", env=env)
+    assert (code, out) == (0, "database is up to date\n"), err
+    steps = [line for line in err.splitlines() if "Running upgrade" in line]
+    assert len(steps) >= 6 and any(line.endswith(" ...") for line in steps)
+    # Every line is a log record of its own: no docstring spills over several lines.
+    assert all(line[:4].isdigit() for line in err.splitlines()), err

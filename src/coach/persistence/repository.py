@@ -214,6 +214,11 @@ class Repository:
         rows = await self._rows(user_select().where(User.identity == identity), "find_user")
         return UserRecord(*rows[0]) if rows else None
 
+    async def get_user(self, user_id: str) -> UserRecord | None:
+        """The user with id ``user_id``, or ``None``."""
+        rows = await self._rows(user_select().where(User.id == user_id), "get_user")
+        return UserRecord(*rows[0]) if rows else None
+
     async def create_session(
         self,
         user_id: str,

@@ -57,6 +57,10 @@ class Store(Protocol):
         :func:`~coach.store.check_identity` refuses is ``InvalidWrite``."""
         ...
 
+    async def get_user(self, user_id: str) -> UserRecord | None:
+        """The user with id ``user_id``, or ``None``."""
+        ...
+
     async def create_session(
         self,
         user_id: str,

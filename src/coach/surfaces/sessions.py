@@ -89,7 +89,10 @@ async def show_session(
     session = await store.get_session(session_id)
     if session is None:
         raise SessionNotFound(session_id)
-    print(f"session {session.id}  [{session.status}]  user {session.user_id}", file=out)
+    user = await store.get_user(session.user_id)
+    # The identity, quoted as in `users delete`'s question (an invisible mark shows).
+    who = repr(user.identity) if user is not None else session.user_id
+    print(f"session {session.id}  [{session.status}]  user {who}", file=out)
     print(f"challenge: {session.design_challenge or '-'}", file=out)
     print(
         f"agent: {session.current_agent or '-'}  phase: {session.current_phase_id or '-'}", file=out
