@@ -1,5 +1,6 @@
 import { type FormEvent, useState } from "react";
 import type { CoachRoom, Connect } from "./room";
+import { RoomUnreachable } from "./livekitRoom";
 import { errorLine } from "./rpcClient";
 
 interface Props {
@@ -11,12 +12,15 @@ interface Props {
 export function StartScreen({ connect, onConnected, initialIdentity = "" }: Props) {
   const [identity, setIdentity] = useState(initialIdentity);
   const [error, setError] = useState<string | null>(null);
+  // A room that could not be joined is no fault of the name: the field is not marked.
+  const [aboutName, setAboutName] = useState(true);
   const [busy, setBusy] = useState(false);
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
     const name = identity.trim();
     if (!name) {
+      setAboutName(true);
       setError("Enter your name to start.");
       return;
     }
@@ -25,6 +29,7 @@ export function StartScreen({ connect, onConnected, initialIdentity = "" }: Prop
     try {
       onConnected(await connect(name));
     } catch (e) {
+      setAboutName(!(e instanceof RoomUnreachable));
       setError(errorLine(e));
       setBusy(false);
     }
@@ -49,14 +54,14 @@ export function StartScreen({ connect, onConnected, initialIdentity = "" }: Prop
             autoFocus
             value={identity}
             onChange={(e) => setIdentity(e.target.value)}
-            aria-invalid={error ? true : undefined}
-            aria-describedby={error ? "identity-error" : undefined}
+            aria-invalid={error && aboutName ? true : undefined}
+            aria-describedby={error && aboutName ? "identity-error" : undefined}
             placeholder="e.g. ada"
             disabled={busy}
           />
         </label>
         {error && (
-          <p className="error" id="identity-error" role="alert">
+          <p className="error" id={aboutName ? "identity-error" : "join-error"} role="alert">
             {error}
           </p>
         )}

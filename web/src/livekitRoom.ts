@@ -62,6 +62,17 @@ export async function fetchToken(identity: string, fetcher: typeof fetch = fetch
   return answer as TokenAnswer;
 }
 
+/** Joining the room failed: the name was fine, the LiveKit server was not reached. */
+export class RoomUnreachable extends Error {}
+
+/** The one line for a room that could not be joined: the URL dialled and what must run. */
+export function roomUnreachable(serverUrl: string, error: unknown): RoomUnreachable {
+  return new RoomUnreachable(
+    `Could not join the room at ${serverUrl} (${oneLine(error)}): a LiveKit server must run there, ` +
+      'and the coach worker with it (README: "Running with LiveKit").',
+  );
+}
+
 /** The production connect: a token from the server, then a livekit Room with the microphone on. */
 export const connectLivekit: Connect = async (identity) => {
   const token = await fetchToken(identity);
@@ -72,7 +83,7 @@ export const connectLivekit: Connect = async (identity) => {
     await room.connect(token.server_url, token.participant_token);
   } catch (error) {
     coachRoom.close();
-    throw new Error(`Could not join the room: ${oneLine(error)}`);
+    throw roomUnreachable(token.server_url, error);
   }
   try {
     await room.localParticipant.setMicrophoneEnabled(true);

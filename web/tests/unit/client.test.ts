@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fetchToken } from "../../src/livekitRoom";
+import { fetchToken, RoomUnreachable, roomUnreachable } from "../../src/livekitRoom";
 import { errorLine } from "../../src/rpcClient";
 import { sessionTree } from "../../src/Sessions";
 import { SESSION_A, SESSION_B, SESSION_C, sessionsList } from "../fixtures";
@@ -52,5 +52,20 @@ describe("sessionTree", () => {
     expect(tree[0]!.children.map((n) => n.session.id)).toEqual([SESSION_B]);
     const orphan = sessionTree(sessionsList().sessions.filter((s) => s.id !== SESSION_A));
     expect(orphan.map((n) => n.session.id)).toEqual([SESSION_B, SESSION_C]);
+  });
+});
+
+describe("roomUnreachable", () => {
+  it("names the URL it dialled and what must run there, in one line", () => {
+    const error = roomUnreachable(
+      "ws://localhost:7880",
+      new Error("could not establish signal connection: Failed to fetch\nat stack"),
+    );
+    expect(error).toBeInstanceOf(RoomUnreachable);
+    expect(errorLine(error)).toBe(
+      "Could not join the room at ws://localhost:7880 (could not establish signal connection: " +
+        'Failed to fetch): a LiveKit server must run there, and the coach worker with it (README: ' +
+        '"Running with LiveKit").',
+    );
   });
 });
