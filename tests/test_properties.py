@@ -35,7 +35,7 @@ from coach.persistence import Repository, open_repository
 from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.state import Action, DeltaSpec, Zone, design
-from coach.store import check_identity, clean_text, is_clean
+from coach.store import check_identity, clean_text, identity_keys, is_clean
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.userdata import UserData
 from tests.conftest import MEMORY_SECRET
@@ -113,10 +113,17 @@ def test_identities_are_stored_in_their_nfkc_form_or_refused_with_nothing_writte
         try:
             key = check_identity(identity)
         except InvalidWrite as refused:
-            for attempt in (store.get_or_create_user(identity), store.find_user(identity)):
+            with pytest.raises(InvalidWrite) as again:
+                loop(store.get_or_create_user(identity))
+            assert str(again.value) == str(refused)
+            try:
+                identity_keys(identity)  # a spelling stored before the rule: looked up
+            except InvalidWrite:
                 with pytest.raises(InvalidWrite) as again:
-                    loop(attempt)
+                    loop(store.find_user(identity))
                 assert str(again.value) == str(refused)
+            else:
+                assert loop(store.find_user(identity)) is None
             assert loop(_count(store, "users")) == users
             return
         user = loop(store.get_or_create_user(identity, display_name=identity))

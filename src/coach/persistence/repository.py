@@ -40,7 +40,7 @@ from ..store import (
     UserRecord,
     WriteOp,
     WriteZone,
-    check_identity,
+    identity_keys,
 )
 from .batch import Applied, Plan
 from .branches import branch
@@ -209,10 +209,12 @@ class Repository:
         )
 
     async def find_user(self, identity: str) -> UserRecord | None:
-        """The user with ``identity``, or ``None`` (never creates one)."""
-        identity = check_identity(identity)
-        rows = await self._rows(user_select().where(User.identity == identity), "find_user")
-        return UserRecord(*rows[0]) if rows else None
+        """The user with ``identity``, or ``None`` (never creates one). A user stored
+        before identities were normalised is found by the spelling they were stored with."""
+        keys = identity_keys(identity)
+        rows = await self._rows(user_select().where(User.identity.in_(keys)), "find_user")
+        found = {row[1]: UserRecord(*row) for row in rows}
+        return next((found[key] for key in keys if key in found), None)
 
     async def get_user(self, user_id: str) -> UserRecord | None:
         """The user with id ``user_id``, or ``None``."""

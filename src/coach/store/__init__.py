@@ -26,7 +26,7 @@ from .records import (
     UserRecord,
     session_tree,
 )
-from .text import MAX_IDENTITY, check_identity, clean_text, is_clean
+from .text import MAX_IDENTITY, check_identity, clean_text, identity_keys, is_clean
 
 __all__ = [
     "AddMessage",
@@ -49,6 +49,7 @@ __all__ = [
     "WriteOp",
     "WriteZone",
     "check_identity",
+    "identity_keys",
     "clean_text",
     "is_clean",
     "session_tree",

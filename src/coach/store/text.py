@@ -12,7 +12,7 @@ from typing import Final, overload
 
 from ..errors import InvalidWrite
 
-__all__ = ["MAX_IDENTITY", "check_identity", "clean_text", "is_clean"]
+__all__ = ["MAX_IDENTITY", "check_identity", "clean_text", "identity_keys", "is_clean"]
 
 MAX_IDENTITY: Final = 255
 """Characters an identity may have (the ``users.identity`` column)."""
@@ -85,3 +85,26 @@ def check_identity(identity: str) -> str:
             "An identity must be plain text: no control characters and nothing that is not UTF-8."
         )
     return identity
+
+
+def identity_keys(identity: str) -> tuple[str, ...]:
+    """The keys to look a user up by, preferred first: the checked form
+    (:func:`check_identity`), then ``identity`` as spelt when that differs.
+
+    Users stored before identities were normalised, or before invisible characters were
+    refused, keep their stored spelling: a look-up (``users delete``, ``sessions list
+    --user``) must still find them, or they could never be erased. Nothing is created
+    under such a spelling. Raises :class:`InvalidWrite` for what no row can hold.
+    """
+    try:
+        key = check_identity(identity)
+    except InvalidWrite as refused:
+        visible = "".join(c for c in identity if unicodedata.category(c) != _INVISIBLE)
+        if visible == identity or len(identity) > MAX_IDENTITY:
+            raise
+        try:
+            check_identity(visible)  # refused for its invisible characters only?
+        except InvalidWrite:
+            raise refused from None
+        return (identity,)
+    return (key,) if key == identity else (key, identity)
