@@ -17,6 +17,7 @@ from livekit.agents import AgentSession
 from livekit.plugins import openai
 
 from coach.agents import CoachAgentBase
+from coach.agents.request import LATER
 from coach.runtime import Runtime
 from coach.userdata import UserData
 from tests.fakes import FakeOpenAIServer, Reply, ScriptedLLM, call, say
@@ -45,10 +46,11 @@ def system_text(request: Request) -> str:
 
 
 def instructions(request: Request) -> str:
-    """The agent's instructions: the first system message of a request."""
+    """The agent's instructions: the request's one system message, without what it says
+    for this one reply (a greeting after a handoff or a resume, given last)."""
     first = request["messages"][0]
     assert first["role"] in ("system", "developer")
-    return str(first["content"])
+    return str(first["content"]).split("\n\n" + LATER, 1)[0]
 
 
 def offered(request: Request) -> list[str]:

@@ -66,8 +66,10 @@ async def test_second_visit_resumes_at_the_next_phase_with_earlier_context(
     sent = " | ".join(t for _, t in request.messages())
     assert "My thoughts on empathize: observation 1" in sent  # visit 1 is in the context
     assert "continue" in sent  # and so is this visit
-    # The resume greeting recaps instead of answering the old last turn again.
-    assert "3 of 6 phases are done" in (request.chat_ctx.items[-1].text_content or "")
+    # The resume greeting recaps instead of answering the old last turn again: given
+    # last, as what to do now, in the request's one system message.
+    now = request.system_prompt.split("Now, for your next reply", 1)
+    assert len(now) == 2 and "3 of 6 phases are done" in now[1]
     await session.aclose()
 
     # Visit 3, after a restart: a new runtime (engine, pool, recorder) on the same database.

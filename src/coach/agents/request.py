@@ -15,34 +15,42 @@ from pydantic_core import from_json
 SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
+LATER = "Now, for your next reply (the conversation so far is below; do not answer it again):"
+"""How an instruction given after the conversation began (a greeting after a handoff or
+a resume) is introduced inside the one system message."""
+
+
 def one_system_message(chat_ctx: llm.ChatContext) -> None:
-    """Fold the system (or developer) messages that open ``chat_ctx`` into one.
+    """Fold every system (or developer) message of ``chat_ctx`` into one, at the start.
 
     The framework sends a greeting's instructions (``generate_reply(instructions=...)``)
-    as a second system message right after the agent's. Some chat templates reject a
-    second system message, and some repeat the whole tool list for each one (a local
-    model then read 1,430 prompt tokens instead of 522). The texts keep their order,
-    separated by a blank line; the first message keeps its id (the framework finds its
-    instructions by it). A system message after the conversation has started (a greeting
-    after a handoff or a resume) stays where it is: it must be read last, after the
-    earlier conversation, or the model answers that conversation's last turn again.
+    as a second system message: right after the agent's at the start of a conversation,
+    after the earlier conversation at a handoff or a resume. Some chat templates reject a
+    second system message (or one anywhere but first), and some repeat the whole tool
+    list for each one (a local model then read 1,430 prompt tokens instead of 522). The
+    texts keep their order, separated by a blank line; one given after the conversation
+    began comes last, under :data:`LATER`, so it still reads as what to do now. The
+    first message keeps its id (the framework finds its instructions by it).
     """
-    opening: list[llm.ChatMessage] = []
-    leading = 0  # items before the conversation: system messages and markers (a handoff)
+    systems: list[llm.ChatMessage] = []
+    opening: list[str] = []
+    later: list[str] = []
+    talking = False  # has the conversation begun (a message or a tool call)?
     for item in chat_ctx.items:
-        if isinstance(item, llm.ChatMessage):
-            if item.role not in SYSTEM_ROLES:
-                break
-            opening.append(item)
-        elif isinstance(item, llm.FunctionCall | llm.FunctionCallOutput):
-            break
-        leading += 1
-    if len(opening) < 2:
+        if isinstance(item, llm.ChatMessage) and item.role in SYSTEM_ROLES:
+            systems.append(item)
+            if text := (item.text_content or "").strip():
+                (later if talking else opening).append(text)
+        elif isinstance(item, llm.ChatMessage | llm.FunctionCall | llm.FunctionCallOutput):
+            talking = True
+    if len(systems) < 2:
         return
-    texts = [text for message in opening if (text := (message.text_content or "").strip())]
-    merged = opening[0].model_copy(update={"role": "system", "content": ["\n\n".join(texts)]})
-    markers = [item for item in chat_ctx.items[:leading] if not isinstance(item, llm.ChatMessage)]
-    chat_ctx.items = [merged, *markers, *chat_ctx.items[leading:]]
+    text = "\n\n".join(opening)
+    if later:
+        text = "\n\n".join([text, LATER, *later]) if text else "\n\n".join(later)
+    merged = systems[0].model_copy(update={"role": "system", "content": [text]})
+    folded = {id(message) for message in systems}
+    chat_ctx.items = [merged, *(i for i in chat_ctx.items if id(i) not in folded)]
 
 
 def with_tool_choice(model_settings: ModelSettings, tools: list[llm.Tool]) -> ModelSettings:
