@@ -5,13 +5,16 @@ HTTP, driven through the chat."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from livekit.agents import APIConnectOptions, APIError, llm
 from prometheus_client import REGISTRY
 
+from coach.models import build_llm
 from coach.settings import Settings
 from coach.surfaces.chat import EXIT_MODEL_FAILED, run_chat
 from tests.fakes import FakeOpenAIServer, say
@@ -89,3 +92,39 @@ async def test_a_completion_without_text_or_tool_call_is_a_failed_turn(
     assert line.startswith(f"coach: the model at {url} did not answer after 2 attempts"), line
     assert "no reply and no tool call" in line, line
     assert model_errors() == before + 1
+
+
+async def test_an_abandoned_request_is_closed_not_left_to_a_one_at_a_time_server() -> None:
+    # A local server that takes one request at a time and never answers: each attempt
+    # the read timeout abandons must close its connection, or the server keeps
+    # generating for nobody while the retry waits behind it.
+    attempts: list[asyncio.Event] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        closed = asyncio.Event()
+        attempts.append(closed)
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+        await writer.drain()
+        while await reader.read(4096):  # b"" once the client has closed its side
+            pass
+        closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    settings = Settings(llm_base_url=f"http://127.0.0.1:{port}/v1", llm_retries=1)
+    model = build_llm(settings)
+    try:
+        options = APIConnectOptions(timeout=0.5, max_retry=settings.llm_max_retry)
+        stream = model.chat(chat_ctx=llm.ChatContext.empty(), conn_options=options)
+        with pytest.raises(APIError):
+            async with stream:
+                async for _ in stream:
+                    pass
+        assert len(attempts) == 2  # a local server is retried once
+        await asyncio.wait_for(asyncio.gather(*(a.wait() for a in attempts)), 30)  # guard
+    finally:
+        await model.aclose()
+        server.close()
+        await server.wait_closed()
