@@ -28,6 +28,7 @@ from livekit.plugins import openai
 from tests.fakes import FakeOpenAIServer, Reply, call, say
 
 from coach.agents import agent_for
+from coach.agents.request import LATER
 from coach.prompts import AgentKind
 from coach.runtime import Runtime
 from coach.settings import Settings
@@ -142,7 +143,8 @@ async def visit_rows(directory: Path) -> list[Row]:
                 steps += [f"{text[:28]}… ({n + 1})" for n in range(len(server.requests) - before)]
             brief_marker = "Session brief ("
             for step, request in zip(steps, server.requests, strict=True):
-                system = str(request["messages"][0]["content"])
+                # The instructions, without what a greeting asks of this one reply.
+                system = str(request["messages"][0]["content"]).split("\n\n" + LATER)[0]
                 agent = next(k for name, k in AGENTS.items() if f"the {name}" in system)
                 brief = system[system.index(brief_marker) :] if brief_marker in system else ""
                 offered = request.get("tools") or []
