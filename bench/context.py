@@ -9,7 +9,8 @@ exact for a given prompt set and do not depend on the machine::
     python -m bench.context            # the visit's table and the brief at its budget
 
 Columns: the instructions' tokens and the brief's share of them; the tools offered by
-state next to all the tools the agent owns, with their JSON-schema tokens.
+state next to all the tools the agent owns, with their JSON-schema tokens. Then the
+renderer's (layer 3) tokens per data-changing turn.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tests.fakes import FakeOpenAIServer, Reply, call, say
 from coach.agents import agent_for
 from coach.agents.request import LATER
 from coach.prompts import AgentKind
+from coach.rendering import Usage
 from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.state.brief import BriefInput, PhaseDecision, render_brief
@@ -116,7 +118,7 @@ def _schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
     return estimate_tokens(json.dumps(list(schemas))) if schemas else 0
 
 
-async def visit_rows(directory: Path) -> list[Row]:
+async def visit_rows(directory: Path) -> tuple[list[Row], list[Usage]]:
     """Run the scripted visit and measure every request."""
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{directory / 'coach.db'}",
@@ -126,21 +128,27 @@ async def visit_rows(directory: Path) -> list[Row]:
     runtime = await Runtime.open(settings)
     owned: dict[AgentKind, list[dict[str, Any]]] = {}
     rows: list[Row] = []
+    usages: list[Usage] = []
     try:
         async with FakeOpenAIServer([say("Hello! Who am I talking to?")]) as server:
             model = openai.LLM(model="fake", base_url=server.base_url, api_key="x")
-            userdata = runtime.new_userdata()
+            userdata = runtime.new_userdata(model=model)  # the brief written by the model
             for kind in AGENTS.values():
                 tools = agent_for(kind)(userdata).tools
                 owned[kind] = llm.ToolContext(tools).parse_function_tools("openai")
             session = runtime.new_session(userdata, llm=model)
             await (await session.start(runtime.first_agent(userdata), capture_run=True))
             steps = ["greeting"]
+            renderer = userdata.state.model_renderer
+            assert renderer is not None
             for text, replies in _turns():
                 server.extend(replies)
-                before = len(server.requests)
+                before, renders = len(server.requests), len(server.render.requests)
                 await session.run(user_input=text)
+                await userdata.state.wait_for_render()
                 steps += [f"{text[:28]}… ({n + 1})" for n in range(len(server.requests) - before)]
+                if len(server.render.requests) > renders and renderer.last_usage is not None:
+                    usages.append(renderer.last_usage)
             brief_marker = "Session brief ("
             for step, request in zip(steps, server.requests, strict=True):
                 # The instructions, without what a greeting asks of this one reply.
@@ -163,7 +171,7 @@ async def visit_rows(directory: Path) -> list[Row]:
             await session.aclose()
     finally:
         await runtime.aclose()
-    return rows
+    return rows, usages
 
 
 def large_brief(max_tokens: int) -> tuple[int, int]:
@@ -182,7 +190,7 @@ def large_brief(max_tokens: int) -> tuple[int, int]:
     return whole, estimate_tokens(render_brief(given, max_tokens=max_tokens))
 
 
-def report(rows: Sequence[Row], budget: int) -> str:
+def report(rows: Sequence[Row], usages: Sequence[Usage], budget: int) -> str:
     lines = [
         "| request | agent | instructions (tokens) | of which brief | tools offered / owned "
         "| tool schemas offered / owned (tokens) |",
@@ -204,10 +212,22 @@ def report(rows: Sequence[Row], budget: int) -> str:
         f"{briefs[0]}–{briefs[-1]} tokens (median {briefs[len(briefs) // 2]}).",
         f"A session of six long phases and 200 insights: the brief would be {whole} tokens "
         f"whole; within the {budget}-token budget it is {bounded}.",
+        f"The renderer ran {len(usages)} times (once per data-changing turn): prompt "
+        f"{_spread([u.prompt_tokens for u in usages])} tokens per render (its prompt, the "
+        "view, the request, the changes and the previous brief); completion "
+        f"{_spread([u.completion_tokens for u in usages])} tokens here, where the fake "
+        "model appends a line per change (a real model's brief is what it writes).",
         "",
         f"Command: `{COMMAND} --budget {budget}`",
     ]
     return "\n".join(lines)
+
+
+def _spread(values: Sequence[int]) -> str:
+    if not values:
+        return "–"
+    ordered = sorted(values)
+    return f"{ordered[0]}–{ordered[-1]} (median {ordered[len(ordered) // 2]})"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -215,8 +235,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=1_500, help="the brief's token budget")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = asyncio.run(visit_rows(Path(tmp)))
-    print(report(rows, args.budget))
+        rows, usages = asyncio.run(visit_rows(Path(tmp)))
+    print(report(rows, usages, args.budget))
 
 
 if __name__ == "__main__":

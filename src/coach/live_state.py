@@ -5,17 +5,24 @@ Layer 1 (tools, handoffs, user navigation) changes one zone at a time through
 room hears about it at once (``StateSink``), and the recorder persists zone and delta
 together in the background — ``expected_step`` makes a second writer of the same
 session fail loudly instead of interleaving. Layer 3, the renderer, runs from
-:meth:`LiveState.end_agent_turn` only after an agent turn that changed the data zone.
+:meth:`LiveState.end_agent_turn` only after an agent turn that changed the data zone:
+the deterministic :class:`~coach.state.board.BriefRenderer` at once, or, with a
+:class:`~coach.rendering.ModelRenderer`, a model call in the background — one at a time
+per session (a newer turn's render replaces a running one), its result dropped when the
+data moved on meanwhile, the deterministic brief written when the model fails.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from . import metrics
 from .recording import Recorder
+from .rendering import ModelRenderer
 from .state.board import BriefRenderer, Renderer, RenderInput
 from .state.design import Change, empty_data
 from .state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
@@ -78,10 +85,17 @@ class LiveState:
         *,
         sink: StateSink | None = None,
         renderer: Renderer | None = None,
+        model_renderer: ModelRenderer | None = None,
     ) -> None:
         self._recorder = recorder
         self.sink = sink
         self.renderer: Renderer = renderer or BriefRenderer()
+        self.model_renderer = model_renderer
+        self._render_task: asyncio.Task[None] | None = None
+        self._pending: RenderInput | None = None
+        """What the running model render was given (written as is if it cannot finish)."""
+        self._data_step = 0
+        """The step of the newest data-zone change: a render of an older one is stale."""
         self.session_id: str | None = None
         self.step = 0
         self.data: JSON = empty_data()
@@ -158,6 +172,8 @@ class LiveState:
         delta = spec.at_step(self.step)
         if zone is Zone.DATA or (zone is None and change.path.startswith("data")):
             self._turn_data_deltas.append(delta)
+            if zone is Zone.DATA:
+                self._data_step = self.step
         if self.sink is not None:
             self.sink.publish(state_message(self.session_id, delta, zone, value))
         self._recorder.write_zone(self.session_id, zone, value, spec, expected_step=self.step - 1)
@@ -168,7 +184,8 @@ class LiveState:
         return any(d.path.startswith("data") and d.result.count for d in self._turn_data_deltas)
 
     def end_agent_turn(self) -> bool:
-        """Run the renderer if this agent turn changed the data zone. Returns whether it ran."""
+        """Render the brief if this agent turn changed the data zone. Returns whether a
+        render was made or started (with a model renderer it runs in the background)."""
         if self.session_id is None or not self.data_changed_this_turn():
             self._turn_data_deltas = []
             return False
@@ -179,18 +196,75 @@ class LiveState:
             deltas=tuple(d for d in self._turn_data_deltas if d.result.count),
         )
         self._turn_data_deltas = []
-        template = self.renderer.render(given)
         self.renders += 1
+        if self.model_renderer is None:
+            self._write_template(self.renderer.render(given), type(self.renderer).__name__)
+            return True
+        if self._render_task is not None and not self._render_task.done():
+            self._render_task.cancel()  # its data is older: this render replaces it
+        self._pending = given
+        self._render_task = asyncio.get_running_loop().create_task(
+            self._render(self.model_renderer, given, self.session_id, self._data_step),
+            name="coach-render",
+        )
+        return True
+
+    async def _render(
+        self, model: ModelRenderer, given: RenderInput, session_id: str, data_step: int
+    ) -> None:
+        previous = self.template.get("markdown") if self.template else None
+        template = self.renderer.render(given)
+        outcome = "model"
+        try:
+            async with asyncio.timeout(model.timeout):
+                template = {**template, "markdown": await model.brief(given, previous)}
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the model: fall back
+            outcome = "fallback"
+            logger.warning(
+                "the renderer model gave no brief (%s); the deterministic brief is shown",
+                " ".join(str(exc).split())[:200] or type(exc).__name__,
+            )
+        self._pending = None
+        if self.session_id != session_id or self._data_step != data_step:
+            metrics.RENDERS.labels("stale").inc()  # the data moved on: a newer render comes
+            return
+        metrics.RENDERS.labels(outcome).inc()
+        self._write_template(template, TOOL_OF[outcome])
+
+    def _write_template(self, template: JSON, tool: str) -> None:
         self.write(
             Zone.TEMPLATE,
             template,
             Change("update", "template", 1, sorted(template)),
-            Action(type="render", tool=type(self.renderer).__name__),
+            Action(type="render", tool=tool),
             trigger="system",
             source="system",
             actor_id="renderer",
         )
-        return True
+
+    async def wait_for_render(self) -> None:
+        """Wait until no render is running (tests, and a clean close)."""
+        while self._render_task is not None and not self._render_task.done():
+            await asyncio.wait({self._render_task})
+
+    def close(self) -> None:
+        """The conversation ends: a render still running is cancelled, and the
+        deterministic brief of the data as it is now is written in its place."""
+        task, given = self._render_task, self._pending
+        self._render_task = self._pending = None
+        if task is None or task.done() or given is None or self.session_id is None:
+            return
+        task.cancel()
+        now = RenderInput(
+            data=self.data, view=self.view, request=given.request, deltas=given.deltas
+        )
+        self._write_template(self.renderer.render(now), type(self.renderer).__name__)
+
+
+TOOL_OF = {"model": "ModelRenderer", "fallback": "BriefRenderer"}
+"""The delta's ``action.tool`` for each outcome of a model render."""
 
 
 def _turn_id(prefix: str = "turn") -> str:

@@ -51,3 +51,8 @@ MODEL_ERRORS: Final = Counter(
     "Errors from the models (llm_error, stt_error, tts_error), by type and recoverability",
     ["type", "recoverable"],
 )
+RENDERS: Final = Counter(
+    "coach_renders",
+    "Briefs rendered after a data-changing turn, by outcome (model, fallback, stale)",
+    ["outcome"],
+)

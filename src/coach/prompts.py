@@ -28,6 +28,7 @@ AGENT_FILES: dict[AgentKind, str] = {
     "evaluator": "design_evaluator.yaml",
 }
 MANIFEST_FILE = "phases.yaml"
+RENDERER_FILE = "renderer.yaml"
 
 # What each agent's templates may use; checked at load time, filled at render time.
 AGENT_VARIABLES: dict[AgentKind, frozenset[str]] = {
@@ -129,6 +130,13 @@ class AgentPrompt(_Strict):
     """The coach's greeting when the user is known at start (may use ``{sessions}``)."""
 
 
+class RendererPrompt(_Strict):
+    """The renderer's prompt file (layer 3: the design brief)."""
+
+    instructions: str = Field(min_length=1)
+    """The renderer's system prompt (no variables)."""
+
+
 @dataclass(frozen=True)
 class PromptBook:
     """Every prompt coach uses, validated."""
@@ -136,6 +144,7 @@ class PromptBook:
     agents: Mapping[AgentKind, AgentPrompt]
     manifest: PhaseManifest
     directory: Path
+    renderer: RendererPrompt
 
     def render(self, agent: AgentKind, key: str, **variables: Any) -> str:
         """Render one template of an agent's file; a missing variable is a PromptError."""
@@ -202,7 +211,16 @@ def load_prompts(directory: Path | None = None) -> PromptBook:
         _check_variables(
             MANIFEST_FILE, f"phases.{phase.id}.instructions", phase.instructions, set()
         )
-    return PromptBook(agents=agents, manifest=manifest, directory=directory)
+    # A prompt directory from before the renderer had a prompt still works: it gets the
+    # shipped one.
+    shipped = resource_path("prompts")
+    source = directory if (directory / RENDERER_FILE).exists() else shipped
+    try:
+        renderer = RendererPrompt.model_validate(_read_yaml(source, RENDERER_FILE))
+    except ValidationError as exc:
+        raise _validation_error(RENDERER_FILE, exc) from None
+    _check_variables(RENDERER_FILE, "instructions", renderer.instructions, set())
+    return PromptBook(agents=agents, manifest=manifest, directory=directory, renderer=renderer)
 
 
 def _read_yaml(directory: Path, file: str) -> Any:

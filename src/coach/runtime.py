@@ -24,6 +24,7 @@ from .live_state import LiveState, StateSink
 from .persistence import open_repository
 from .prompts import PromptBook, load_prompts
 from .recording import Losses, Recorder
+from .rendering import ModelRenderer
 from .session_recorder import SessionRecorder
 from .settings import Settings
 from .state.board import Renderer
@@ -84,13 +85,24 @@ class Runtime:
         identity: str | None = None,
         sink: StateSink | None = None,
         renderer: Renderer | None = None,
+        model: llm.LLM[Any] | None = None,
     ) -> UserData:
-        """Fresh shared state for one conversation; ``sink`` hears every state change."""
+        """Fresh shared state for one conversation; ``sink`` hears every state change.
+
+        With ``model`` (the conversation's LLM), the design brief is written by that
+        model after each data-changing turn (:class:`~coach.rendering.ModelRenderer`);
+        without, by the deterministic renderer.
+        """
+        model_renderer = (
+            ModelRenderer(model, self.prompts.renderer.instructions) if model is not None else None
+        )
         return UserData(
             prompts=self.prompts,
             store=self.store,
             recorder=self.recorder,
-            state=LiveState(self.recorder, sink=sink, renderer=renderer),
+            state=LiveState(
+                self.recorder, sink=sink, renderer=renderer, model_renderer=model_renderer
+            ),
             identity=identity,
             max_resume_pairs=self.settings.resume_max_pairs,
             max_history_tokens=self.settings.max_history_tokens,

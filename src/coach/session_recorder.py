@@ -58,6 +58,7 @@ class SessionRecorder:
         self._record(items)
 
     def _on_close(self, _: CloseEvent) -> None:
+        self._userdata.state.close()  # a brief still being rendered: the deterministic one
         self._close_phases()
 
     def _close_phases(self) -> None:

@@ -40,7 +40,16 @@ from typing import Any
 
 from aiohttp import web
 
-from .script import Reply, Script, ScriptExhausted, ScriptMismatch, as_script, load_script
+from .script import (
+    RenderLane,
+    Reply,
+    Script,
+    ScriptExhausted,
+    ScriptMismatch,
+    as_script,
+    is_render_request,
+    load_script,
+)
 
 __all__ = ["FakeOpenAIServer"]
 
@@ -82,6 +91,9 @@ class FakeOpenAIServer:
         self.script = as_script(replies)
         self.requests: list[dict[str, Any]] = []
         self.responses: list[list[dict[str, Any]]] = []
+        self.render = RenderLane()
+        """Render requests (the brief's model call), answered apart from the script and
+        kept out of :attr:`requests`."""
         self.chunk_size = chunk_size
         self.errors: list[str] = []
         self._on_error = on_error
@@ -160,8 +172,17 @@ class FakeOpenAIServer:
         if not isinstance(body, dict):
             error = _error_body("request body must be a JSON object", "invalid_request_error")
             return web.json_response(error, status=400)
-        self.requests.append(body)
         sent: list[dict[str, Any]] = []
+        if is_render_request(body.get("tool_choice")):
+            user = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+            answer = self.render.answer(str(user[0].get("content") or "") if user else "")
+            if self.render.gate is not None:
+                await self.render.gate.wait()
+            if isinstance(answer, int):
+                error = _error_body(f"render failure {answer}", "server_error")
+                return web.json_response(error, status=answer)
+            return await self._answer(request, body, answer, sent)
+        self.requests.append(body)
         self.responses.append(sent)
 
         try:
@@ -175,6 +196,11 @@ class FakeOpenAIServer:
                 self._on_error(str(exc))
             return web.json_response(error, status=500)
 
+        return await self._answer(request, body, reply, sent)
+
+    async def _answer(
+        self, request: web.Request, body: dict[str, Any], reply: Reply, sent: list[dict[str, Any]]
+    ) -> web.StreamResponse:
         completion_id = f"chatcmpl-fake-{next(self._ids)}"
         model = str(body.get("model", "fake"))
         usage = _usage(body, reply)

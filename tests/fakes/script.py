@@ -35,6 +35,7 @@ is a :class:`Visit` (see :func:`parse_visit`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -446,3 +447,58 @@ def parse_visit(document: Any, where: str = "visit") -> Visit:
 def _check_one_line(replies: tuple[Reply, ...], where: str) -> None:
     if not replies or not replies[-1].text or any(r.text for r in replies[:-1]):
         raise ScriptError(f"{where}: only the last reply may (and must) say something")
+
+
+RENDER_TOOL = "render_brief"
+"""The renderer's tool (coach.rendering): a request forcing it is a render request."""
+
+
+class RenderLane:
+    """How the fakes answer render requests, apart from the agents' script.
+
+    A render request (the renderer model's call, forced to ``render_brief``) never takes
+    a reply of the conversation's script. It takes the next of :attr:`replies` a test
+    queued — a :class:`Reply`, or an ``int`` HTTP status to fail with — and otherwise
+    the answer of a fake model that reads its prompt: the previous brief with one line
+    per change it was told about (:func:`fake_render`).
+
+    Attributes:
+        requests: The user message (JSON text) of every render request, in order.
+        replies: Queued answers, used first.
+        gate: While set to an unset :class:`asyncio.Event`, renders wait for it (a slow
+            renderer model).
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        self.replies: deque[Reply | int] = deque()
+        self.gate: asyncio.Event | None = None
+
+    def answer(self, request: str) -> Reply | int:
+        """The answer to one render request whose user message is ``request``."""
+        self.requests.append(request)
+        if self.replies:
+            return self.replies.popleft()
+        return call(RENDER_TOOL, markdown=fake_render(request))
+
+
+def is_render_request(tool_choice: Any) -> bool:
+    """Whether a request's ``tool_choice`` forces the renderer's tool."""
+    return (
+        isinstance(tool_choice, Mapping)
+        and (tool_choice.get("function") or {}).get("name") == RENDER_TOOL
+    )
+
+
+def fake_render(request: str) -> str:
+    """A brief as a model reading the render request might write it: the previous brief
+    (or a title), then one line per change, from the values the request carries."""
+    given = json.loads(request)
+    brief = (given.get("previous_brief") or "# Design brief\n").rstrip("\n")
+    lines = [brief]
+    for change in given.get("changes") or []:
+        values = "; ".join(str(v) for v in (change.get("values") or {}).values())
+        lines.append(f"- {change.get('path')}: {values}")
+    if given.get("request"):
+        lines.append(f"(asked: {given['request']})")
+    return "\n".join(lines) + "\n"

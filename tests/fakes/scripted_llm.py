@@ -8,12 +8,13 @@ is recorded in :attr:`ScriptedLLM.requests` so tests can assert what the model w
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from livekit.agents import llm
+from livekit.agents import APIStatusError, llm
 from livekit.agents.llm.tool_context import get_fnc_tool_names
 from livekit.agents.types import (
     DEFAULT_API_CONNECT_OPTIONS,
@@ -22,7 +23,7 @@ from livekit.agents.types import (
     NotGivenOr,
 )
 
-from .script import Reply, Script, as_script
+from .script import RenderLane, Reply, Script, as_script, is_render_request
 
 __all__ = ["RecordedRequest", "ScriptedLLM"]
 
@@ -85,6 +86,9 @@ class ScriptedLLM(llm.LLM[Literal["metrics_collected", "error"]]):
         self.script = as_script(replies)
         self.chunk_size = chunk_size
         self.requests: list[RecordedRequest] = []
+        self.render = RenderLane()
+        """Render requests (the brief's model call) and their answers, apart from the
+        script: they never take a reply of the conversation's."""
         self._ids = itertools.count(1)
 
     @property
@@ -110,6 +114,18 @@ class ScriptedLLM(llm.LLM[Literal["metrics_collected", "error"]]):
         extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
     ) -> ScriptedLLMStream:
         tools = tools or []
+        if is_render_request(tool_choice):
+            user = next((m.text_content or "" for m in chat_ctx.messages() if m.role == "user"), "")
+            return ScriptedLLMStream(
+                self,
+                request=RecordedRequest(chat_ctx=chat_ctx.copy(), tools=get_fnc_tool_names(tools)),
+                request_no=next(self._ids),
+                chat_ctx=chat_ctx,
+                tools=tools,
+                conn_options=conn_options,
+                reply=self.render.answer(user),
+                gate=self.render.gate,
+            )
         request = RecordedRequest(
             chat_ctx=chat_ctx.copy(),
             tools=get_fnc_tool_names(tools),
@@ -138,16 +154,26 @@ class ScriptedLLMStream(llm.LLMStream):
         chat_ctx: llm.ChatContext,
         tools: list[llm.Tool],
         conn_options: APIConnectOptions,
+        reply: Reply | int | None = None,
+        gate: asyncio.Event | None = None,
     ) -> None:
         super().__init__(scripted, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
         self._scripted = scripted
         self._request = request
         self._request_no = request_no
-        self._reply: Reply | None = None
+        self._gate = gate
+        self._failure = reply if isinstance(reply, int) else None
+        self._reply: Reply | None = reply if not isinstance(reply, int) else None
 
     async def _run(self) -> None:
         # The reply is taken once, so a retry of this stream replays it instead of
         # consuming the next scripted reply.
+        if self._gate is not None:
+            await self._gate.wait()
+        if self._failure is not None:
+            raise APIStatusError(
+                f"scripted failure {self._failure}", status_code=self._failure, retryable=False
+            )
         if self._reply is None:
             last_user = self._request.last_user_message
             detail = f"last user message: {last_user!r}" if last_user is not None else ""

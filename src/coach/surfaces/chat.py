@@ -223,7 +223,7 @@ async def run_chat(
     runtime = await Runtime.open(settings)
     answered = True
     try:
-        userdata = runtime.new_userdata(identity=user)
+        userdata = runtime.new_userdata(identity=user, model=model)
         # The user decides when to give up on a model that is down, not a failure count.
         session = runtime.new_session(userdata, llm=model, max_model_failures=sys.maxsize)
         transcript = Transcript(stdout, wait_after=wait_after)

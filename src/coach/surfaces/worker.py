@@ -158,10 +158,10 @@ async def entrypoint(ctx: JobContext) -> None:
     identity = user_identity(participant.identity, fake_job=ctx.is_fake_job())
     sink = RoomStateSink(ctx.room.local_participant, participant.identity)
     ctx.add_shutdown_callback(sink.aclose)
-    userdata = runtime.new_userdata(identity=identity, sink=sink)
+    models = voice_models(ctx.proc, settings)
+    userdata = runtime.new_userdata(identity=identity, sink=sink, model=models.llm)
     if identity is not None and isinstance(participant.name, str) and participant.name:
         userdata.user_name = participant.name
-    models = voice_models(ctx.proc, settings)
     session = runtime.new_session(
         userdata, llm=models.llm, stt=models.stt, tts=models.tts, vad=ctx.proc.userdata["vad"]
     )
