@@ -72,8 +72,15 @@ def _parser() -> argparse.ArgumentParser:
     s_prune.add_argument("--status", choices=["completed", "failed", "in_progress"])
     s_prune.add_argument("--dry-run", action="store_true", help="only print what would go")
     s_prune.add_argument("--yes", action="store_true", help="do not ask")
-    users = sub.add_parser("users", help="people: delete (erase a person)")
+    users = sub.add_parser(
+        "users", help="people: show (what is remembered), forget, delete (erase a person)"
+    )
     u_sub = users.add_subparsers(dest="users_command", metavar="ACTION", required=True)
+    u_show = u_sub.add_parser("show", help="a person: their sessions and what coach remembers")
+    u_show.add_argument("identity")
+    u_forget = u_sub.add_parser("forget", help="forget one remembered fact, or all")
+    u_forget.add_argument("identity")
+    u_forget.add_argument("fact_id", metavar="FACT_ID|all")
     u_delete = u_sub.add_parser("delete", help="erase a person: the user and all their sessions")
     u_delete.add_argument("identity")
     u_delete.add_argument("--yes", action="store_true", help="do not ask")
@@ -138,7 +145,11 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         phase_ids=load_prompts(settings.prompts_dir).manifest.ids,
     )
     try:
-        if args.command == "users":
+        if args.command == "users" and args.users_command == "show":
+            await sessions.show_user(store, args.identity, sys.stdout)
+        elif args.command == "users" and args.users_command == "forget":
+            await sessions.forget_fact(store, args.identity, args.fact_id, sys.stdout)
+        elif args.command == "users":
             await sessions.delete_user(store, args.identity, sys.stdout, _confirm(args))
         elif args.sessions_command == "list":
             await sessions.list_sessions(

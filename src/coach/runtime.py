@@ -163,6 +163,7 @@ class Runtime:
             return self.first_agent(userdata)
         # What the conversation may search or load from: as the coach would have listed it.
         userdata.past_sessions = tuple(await self.store.get_user_sessions(user.id))
+        await userdata.load_person()
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
         return resumed_agent(userdata, result, current=llm.ChatContext.empty())
 

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from . import metrics
-from .errors import BranchRefused, SessionNotFound
+from .errors import BranchRefused, SessionNotFound, StaleWrite
 from .live_state import LiveState
 from .prompts import AgentKind, Phase, PromptBook
 from .recording import Recorder
 from .state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
 from .state.brief import BriefInput, PhaseDecision, render_brief
+from .state.design import Change
+from .state.person import empty_person, person_lines
+from .state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger
 from .store import ResumeResult, SessionRecord, Store
 
 FLUSH_BEFORE_LOAD = 5.0
@@ -50,6 +53,9 @@ class UserData:
     phase_outputs: dict[str, str] = field(default_factory=dict)
     """Completed phases' outputs by phase id."""
     evaluation: dict[str, object] | None = None
+    person: dict[str, Any] = field(default_factory=empty_person)
+    """What the person agreed coach may remember (SPEC §4.6), as last read or written."""
+    person_step: int = 0
     past_sessions: tuple[SessionRecord, ...] = ()
     """The user's sessions as last listed (identify, greeting): what can be loaded."""
     resumed: ResumeResult | None = None
@@ -104,8 +110,57 @@ class UserData:
                 else None
             ),
             data=self.state.data,
+            person=tuple(person_lines(self.person)),
         )
         return render_brief(given, max_tokens=self.brief_max_tokens)
+
+    # --- the person ----------------------------------------------------------------
+
+    async def load_person(self) -> None:
+        """Read what the identified user agreed coach may remember."""
+        if self.user_id is None:
+            return
+        record = await self.store.get_person(self.user_id)
+        self.person = record.value or empty_person()
+        self.person_step = record.step
+
+    async def change_person(
+        self,
+        value: dict[str, Any],
+        change: Change,
+        action: Action,
+        *,
+        trigger: Trigger | None = None,
+        source: Source | None = None,
+        actor_id: str | None = None,
+    ) -> Delta:
+        """Store a new person record with the delta explaining it (one transaction).
+
+        Raises:
+            StaleWrite: another conversation of this person changed it first (this
+                object then holds the stored record; nothing of this change was kept).
+        """
+        assert self.user_id is not None, "identify the user before remembering"
+        turn = self.state.turn
+        spec = DeltaSpec(
+            turn_id=turn.turn_id,
+            trigger=trigger or turn.trigger,
+            source=source or turn.source,
+            actor_id=actor_id or turn.actor_id,
+            delta_type=change.delta_type,
+            path=change.path,
+            action=action,
+            result=ResultMeta(count=change.count, fields=change.fields),
+        )
+        try:
+            record, delta = await self.store.update_person(
+                self.user_id, dict(value), spec, expected_step=self.person_step
+            )
+        except StaleWrite:
+            await self.load_person()
+            raise
+        self.person, self.person_step = record.value, record.step
+        return delta
 
     def next_agent_kind(self) -> AgentKind:
         """Which agent should own the conversation given what is completed."""

@@ -8,7 +8,12 @@ from tests.fakes import FakeOpenAIServer, call, say
 
 from .test_context_contract import CHALLENGE, DECISIONS, Visit, offered, strategist_visit
 
-COACH_KNOWN = ["capture_design_challenge"]
+COACH_KNOWN = ["capture_design_challenge", "remember_about_person"]
+"""What the coach offers whoever it knows, with or without sessions."""
+
+
+def tools(*names: str) -> list[str]:
+    return sorted(names)
 
 
 async def test_a_new_user_is_offered_one_step_at_a_time(runtime: Runtime) -> None:
@@ -28,21 +33,24 @@ async def test_a_new_user_is_offered_one_step_at_a_time(runtime: Runtime) -> Non
                 say("Strategist here. Who struggles?"),
             ],
         )
-        assert offered(sent[1]) == ["branch_session", *COACH_KNOWN, "transfer_to_strategist"]
+        assert offered(sent[1]) == tools("branch_session", *COACH_KNOWN, "transfer_to_strategist")
         # The strategist in its first phase: no ideas to select yet, no other sessions.
-        assert offered(sent[2]) == ["add_idea", "add_insight", "branch_session", "complete_phase"]
+        assert offered(sent[2]) == tools(
+            "add_idea", "add_insight", "branch_session", "complete_phase", "remember_about_person"
+        )
         sent = await visit.turn(
             "An idea: lockers.",
             [call("add_idea", title="Lockers", description="Save setup."), say("Noted.")],
         )
-        assert offered(sent[1]) == [
+        assert offered(sent[1]) == tools(
             "add_idea",
             "add_insight",
             "branch_session",
             "complete_phase",
+            "remember_about_person",
             "remove_idea",
             "select_idea",
-        ]
+        )
         await visit.close()
 
 
@@ -50,9 +58,13 @@ async def test_the_last_phase_done_offers_the_evaluator(runtime: Runtime) -> Non
     async with FakeOpenAIServer() as server:
         visit = await strategist_visit(runtime, server)
         last = visit.turns[-1]
-        assert offered(last[1]) == ["add_idea", "add_insight", "branch_session"] + [
-            "transfer_to_evaluator"
-        ]
+        assert offered(last[1]) == tools(
+            "add_idea",
+            "add_insight",
+            "branch_session",
+            "remember_about_person",
+            "transfer_to_evaluator",
+        )
         assert offered(last[2]) == ["record_evaluation"]
         sent = await visit.turn(
             "Score it.",
@@ -90,17 +102,14 @@ async def test_a_returning_user_is_offered_their_sessions(runtime: Runtime) -> N
         assert session_id is not None
 
         visit = await Visit.open(runtime, server, greeting="Welcome back, Ada.")
-        assert offered(visit.turns[0][0]) == [*COACH_KNOWN, "select_session_to_load"]
+        assert offered(visit.turns[0][0]) == tools(*COACH_KNOWN, "select_session_to_load")
         sent = await visit.turn(
             "That one.",
             [call("select_session_to_load", session_id=session_id), say("Say continue.")],
         )
-        assert offered(sent[1]) == [
-            "branch_session",
-            *COACH_KNOWN,
-            "load_selected_session",
-            "select_session_to_load",
-        ]
+        assert offered(sent[1]) == tools(
+            "branch_session", *COACH_KNOWN, "load_selected_session", "select_session_to_load"
+        )
         sent = await visit.turn(
             "Actually, a new one.",
             [

@@ -36,7 +36,7 @@ async def test_upgrade_is_idempotent(blank_database_url: str) -> None:
     assert await current_revision(blank_database_url) is None
     await upgrade(blank_database_url)
     await upgrade(blank_database_url)
-    assert await current_revision(blank_database_url) == head_revision() == "0006"
+    assert await current_revision(blank_database_url) == head_revision() == "0007"
     assert await schema_diff(blank_database_url) == []
 
 

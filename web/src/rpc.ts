@@ -36,9 +36,17 @@ export interface CoachRpc {
     request: FocusRequest;
     response: FocusResponse;
   };
+  "coach.forget": {
+    request: ForgetRequest;
+    response: ForgetResponse;
+  };
   "coach.get_phase_outputs": {
     request: GetPhaseOutputsRequest;
     response: GetPhaseOutputsResponse;
+  };
+  "coach.get_profile": {
+    request: GetProfileRequest;
+    response: GetProfileResponse;
   };
   "coach.get_session_conversation": {
     request: GetSessionConversationRequest;
@@ -131,6 +139,39 @@ export interface FocusResponse {
   step: number | null;
 }
 /**
+ * ``coach.forget``: forget one remembered fact, or everything (``"all"``).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ForgetRequest".
+ */
+export interface ForgetRequest {
+  /**
+   * A fact id, or "all".
+   */
+  fact_id: string;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ForgetResponse".
+ */
+export interface ForgetResponse {
+  /**
+   * What is still remembered.
+   */
+  facts: Fact[];
+}
+/**
+ * One thing the person agreed coach may remember.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "Fact".
+ */
+export interface Fact {
+  id: string;
+  topic: string;
+  text: string;
+}
+/**
  * ``coach.get_phase_outputs``: a session's phases, in order.
  *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
@@ -178,6 +219,20 @@ export interface PhaseOutputView {
    * Fields cut to fit the answer (`sessions show`).
    */
   truncated: string[];
+}
+/**
+ * ``coach.get_profile``: what coach remembers about the caller (SPEC §4.6).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetProfileRequest".
+ */
+export interface GetProfileRequest {}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "GetProfileResponse".
+ */
+export interface GetProfileResponse {
+  facts: Fact[];
 }
 /**
  * ``coach.get_session_conversation``: a page of the conversation, oldest first,

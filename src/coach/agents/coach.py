@@ -14,6 +14,7 @@ from ..store import PhaseDone, SessionRecord, clean_text, session_tree
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
+from .memory import PersonMemory
 from .restore import resumed_agent
 
 logger = logging.getLogger("coach.agents")
@@ -51,7 +52,7 @@ def describe_sessions(userdata: UserData, sessions: Sequence[SessionRecord]) -> 
     return "\n".join(line(s, depth) for s, depth in session_tree(sessions))
 
 
-class DesignCoach(Branching):
+class DesignCoach(PersonMemory, Branching):
     """Greets, identifies the user, captures a new challenge or loads an earlier session."""
 
     kind = "coach"
@@ -73,6 +74,7 @@ class DesignCoach(Branching):
         userdata.user_id, userdata.user_name = user.id, user.display_name or name
         userdata.past_sessions = tuple(sessions)
         self._known_sessions = sessions
+        await userdata.load_person()
         await self.refresh_instructions()
 
     def greeting(self, userdata: UserData) -> str:
@@ -108,6 +110,7 @@ class DesignCoach(Branching):
         userdata.user_id, userdata.user_name = user.id, name
         sessions = await userdata.store.get_user_sessions(user.id)
         userdata.past_sessions = tuple(sessions)
+        await userdata.load_person()
         await self.refresh_instructions()
         if not sessions:
             return (

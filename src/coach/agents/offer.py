@@ -52,6 +52,10 @@ OFFERED_WHEN: dict[str, Rule] = {
     "search_past_work": _has_other_session,
     # the evaluator
     "finish_session": lambda u: u.evaluation is not None or u.next_phase() is None,
+    # the person (coach and strategist)
+    "remember_about_person": lambda u: u.user_id is not None,
+    "correct_about_person": lambda u: bool(u.person.get("facts")),
+    "forget_about_person": lambda u: bool(u.person.get("facts")),
 }
 """When each tool can work; a tool without a rule is always offered."""
 

@@ -12,6 +12,7 @@ from ..store import clean_text
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
+from .memory import PersonMemory
 from .phased import PhasedAgent
 
 MAX_SUMMARY = 8_000
@@ -27,7 +28,7 @@ def _clean(value: str, name: str, limit: int) -> str:
     return value
 
 
-class DesignStrategist(Branching, PhasedAgent):
+class DesignStrategist(PersonMemory, Branching, PhasedAgent):
     """Guides empathize → define → ideate → strategy (or whatever the manifest says)."""
 
     kind = "strategist"

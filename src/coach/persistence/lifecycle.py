@@ -13,7 +13,17 @@ from typing import Final
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from .sql import AGENT_STEPS, CONVERSATIONS, DELTAS, PHASE_OUTPUTS, SESSIONS, STATES, USERS
+from .sql import (
+    AGENT_STEPS,
+    CONVERSATIONS,
+    DELTAS,
+    PERSON_DELTAS,
+    PERSONS,
+    PHASE_OUTPUTS,
+    SESSIONS,
+    STATES,
+    USERS,
+)
 
 __all__ = ["delete_sessions", "delete_user"]
 
@@ -33,12 +43,14 @@ def delete_sessions(conn: Connection, session_ids: Sequence[str]) -> int:
 
 
 def delete_user(conn: Connection, identity: str) -> int | None:
-    """Delete the person with ``identity`` and all their sessions; return how many
-    sessions that was (``None``: no such person)."""
+    """Delete the person with ``identity``, all their sessions and what coach remembered
+    about them; return how many sessions that was (``None``: no such person)."""
     user_id = conn.execute(select(USERS.c.id).where(USERS.c.identity == identity)).scalar()
     if user_id is None:
         return None
     ids = list(conn.scalars(select(SESSIONS.c.id).where(SESSIONS.c.user_id == user_id)))
     deleted = delete_sessions(conn, ids)
+    for table in (PERSON_DELTAS, PERSONS):  # what coach remembered about them
+        conn.execute(delete(table).where(table.c.user_id == user_id))
     conn.execute(delete(USERS).where(USERS.c.id == user_id))
     return deleted

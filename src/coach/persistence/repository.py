@@ -29,6 +29,7 @@ from ..store import (
     AddMessage,
     AppendSteps,
     MessageRecord,
+    PersonRecord,
     PhaseDone,
     PhaseOutputRecord,
     ResumeResult,
@@ -50,6 +51,7 @@ from .engine import DEFAULT_TIMEOUT, Database, create_engine
 from .lifecycle import delete_sessions, delete_user
 from .memory import StepLinks, decode_or_empty, fetch_steps, read_steps, step_links, stored_count
 from .migrate import require_current, upgrade
+from .person import fetch_person, person_deltas, write_person
 from .phases import outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
 from .schema import SESSION_STATUSES, SessionRow, User, new_id, utcnow
@@ -470,6 +472,30 @@ class Repository:
         return StepPage(first, steps, message_ids, phase_ids)
 
     # -- zoned state ----------------------------------------------------------------------
+
+    async def get_person(self, user_id: str) -> PersonRecord:
+        """What the user agreed coach may remember (step 0 and no facts before any write)."""
+        return await self._read(lambda conn: fetch_person(conn, user_id), "get_person")
+
+    async def update_person(
+        self,
+        user_id: str,
+        value: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[PersonRecord, Delta]:
+        """Replace the person record and record its delta, atomically (see the protocol)."""
+        now = utcnow()
+        return await self._db.run(
+            lambda conn: write_person(conn, user_id, value, delta, expected_step, now),
+            write=True,
+            what="update_person",
+        )
+
+    async def get_person_deltas(self, user_id: str) -> list[Delta]:
+        """The person record's deltas in step order."""
+        return await self._read(lambda conn: person_deltas(conn, user_id), "get_person_deltas")
 
     async def get_state(self, session_id: str) -> StateRecord:
         """The session's zoned state (step 0 and empty zones before any write)."""

@@ -293,3 +293,41 @@ class StateDelta(Base):
     action: Mapped[dict[str, Any]] = mapped_column(default=dict)
     result: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class PersonRow(_Audit, Base):
+    """What a person agreed coach may remember about them (SPEC §4.6), with a ``step``
+    that orders writers like a session's state row."""
+
+    __tablename__ = "persons"
+
+    user_id: Mapped[str] = mapped_column(
+        HexId, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    value: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class PersonDelta(Base):
+    """Why the person record changed at ``step``; one row per step."""
+
+    __tablename__ = "person_deltas"
+    __table_args__ = (
+        CheckConstraint(_in("trigger", TRIGGERS), name="trigger"),
+        CheckConstraint(_in("source", SOURCES), name="source"),
+        CheckConstraint(_in("delta_type", DELTA_TYPES), name="delta_type"),
+    )
+
+    user_id: Mapped[str] = mapped_column(
+        HexId, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    turn_id: Mapped[str | None] = mapped_column(String(64))
+    trigger: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(16))
+    actor_id: Mapped[str | None] = mapped_column(String(255))
+    delta_type: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(String(255))
+    action: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    result: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

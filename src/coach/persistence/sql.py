@@ -15,6 +15,8 @@ from ..errors import InvalidWrite
 from ..store import clean_text
 from .schema import (
     AgentStep,
+    PersonDelta,
+    PersonRow,
     PhaseOutput,
     SessionConversation,
     SessionRow,
@@ -27,6 +29,8 @@ __all__ = [
     "AGENT_STEPS",
     "CONVERSATIONS",
     "DELTAS",
+    "PERSONS",
+    "PERSON_DELTAS",
     "PHASE_OUTPUTS",
     "SESSIONS",
     "STATES",
@@ -50,6 +54,8 @@ CONVERSATIONS: Final = cast(Table, SessionConversation.__table__)
 AGENT_STEPS: Final = cast(Table, AgentStep.__table__)
 STATES: Final = cast(Table, SessionState.__table__)
 DELTAS: Final = cast(Table, StateDelta.__table__)
+PERSONS: Final = cast(Table, PersonRow.__table__)
+PERSON_DELTAS: Final = cast(Table, PersonDelta.__table__)
 
 
 def upsert(conn: Connection, table: Table) -> Any:

@@ -18,6 +18,7 @@ from .ops import (
 from .protocol import Store
 from .records import (
     MessageRecord,
+    PersonRecord,
     PhaseOutputRecord,
     ResumeResult,
     SessionRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "ResumeResult",
     "SavePhaseOutput",
     "SessionRecord",
+    "PersonRecord",
     "StateRecord",
     "StepPage",
     "Store",

@@ -19,6 +19,7 @@ from ..state.zones import Delta, DeltaSpec
 from .ops import PhaseDone, WriteOp
 from .records import (
     MessageRecord,
+    PersonRecord,
     PhaseOutputRecord,
     ResumeResult,
     SessionRecord,
@@ -213,6 +214,29 @@ class Store(Protocol):
         """The memory steps in order: all (the seed contract), the ``newest`` N, or from
         position ``since`` on, ``limit`` at most. ``[]`` (logged) when any asked for is
         missing, corrupt, tampered with or foreign; nothing rejected is ever executed."""
+        ...
+
+    # --- the person ------------------------------------------------------------------------
+
+    async def get_person(self, user_id: str) -> PersonRecord:
+        """What the user agreed coach may remember (step 0 and no facts before any write)."""
+        ...
+
+    async def update_person(
+        self,
+        user_id: str,
+        value: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[PersonRecord, Delta]:
+        """Replace the person record and record its delta, atomically, like a zone; the
+        step goes up by one (``StaleWrite`` if it is not ``expected_step``; an unknown user
+        is ``InvalidWrite``)."""
+        ...
+
+    async def get_person_deltas(self, user_id: str) -> list[Delta]:
+        """The person record's deltas in step order."""
         ...
 
     # --- zoned state -----------------------------------------------------------------------

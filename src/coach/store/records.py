@@ -108,6 +108,15 @@ class StateRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PersonRecord:
+    """What a person agreed coach may remember, at ``step`` (``0``: nothing yet)."""
+
+    user_id: str
+    step: int
+    value: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class ResumeResult:
     """What :meth:`~coach.store.Store.resume_session` returns (SPEC §5 step 6), read in
     one transaction: everything a live conversation needs to continue the session.

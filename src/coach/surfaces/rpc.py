@@ -30,6 +30,7 @@ from livekit.agents import AgentSession, llm
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 
+from ..agents.base import CoachAgentBase
 from ..agents.restore import resumed_agent
 from ..errors import (
     BranchRefused,
@@ -41,6 +42,7 @@ from ..errors import (
 )
 from ..live_state import action_id
 from ..state.design import DesignError
+from ..state.person import PersonError, forget, forget_all
 from ..state.view import focus
 from ..state.zones import Action, Zone
 from ..store import MessageRecord, SessionRecord, clean_text
@@ -240,6 +242,32 @@ class GetStateRequest(_Request):
 class GetStateResponse(_Response):
     session_id: str | None = Field(description="The session the snapshot is of.")
     step: int = Field(description="The snapshot's step.")
+
+
+class Fact(_Response):
+    """One thing the person agreed coach may remember."""
+
+    id: str
+    topic: str
+    text: str
+
+
+class GetProfileRequest(_Request):
+    """``coach.get_profile``: what coach remembers about the caller (SPEC §4.6)."""
+
+
+class GetProfileResponse(_Response):
+    facts: list[Fact]
+
+
+class ForgetRequest(_Request):
+    """``coach.forget``: forget one remembered fact, or everything (``"all"``)."""
+
+    fact_id: str = Field(min_length=1, max_length=64, description='A fact id, or "all".')
+
+
+class ForgetResponse(_Response):
+    facts: list[Fact] = Field(description="What is still remembered.")
 
 
 # --- the registry ---------------------------------------------------------------------
@@ -667,6 +695,53 @@ async def get_state(call: Call, request: GetStateRequest) -> GetStateResponse:
     state = call.userdata.state
     state.publish_snapshot()
     return GetStateResponse(session_id=state.session_id, step=state.step)
+
+
+async def _known(call: Call) -> UserData:
+    """The conversation's user data, with the caller's person record as stored."""
+    userdata = call.userdata
+    if userdata.user_id is None:
+        raise rtc.RpcError(409, "This conversation has not identified you yet.")
+    await userdata.load_person()
+    return userdata
+
+
+def _facts(userdata: UserData) -> list[Fact]:
+    return [Fact.model_validate(f) for f in userdata.person.get("facts") or []]
+
+
+@method("coach.get_profile", GetProfileRequest, GetProfileResponse)
+async def get_profile(call: Call, request: GetProfileRequest) -> GetProfileResponse:
+    """What coach remembers about the caller, as stored."""
+    userdata = await _known(call)
+    return GetProfileResponse(facts=_facts(userdata))
+
+
+@method("coach.forget", ForgetRequest, ForgetResponse)
+async def forget_fact(call: Call, request: ForgetRequest) -> ForgetResponse:
+    """Forget one fact (or all): stored with its delta, and the active agent's
+    instructions renewed so the model no longer sees it."""
+    userdata = await _known(call)
+    fact_id = clean_text(request.fact_id).strip()
+    try:
+        if fact_id.lower() == "all":
+            value, change = forget_all(userdata.person)
+        else:
+            value, change = forget(userdata.person, fact_id)
+    except PersonError as exc:
+        raise rtc.RpcError(404, str(exc)) from None
+    await userdata.change_person(
+        value,
+        change,
+        Action(type="forget", params={"fact_id": fact_id}),
+        trigger="user_action",
+        source="user",
+        actor_id=call.caller,
+    )
+    agent = call.session.current_agent if call.session is not None else None
+    if isinstance(agent, CoachAgentBase):
+        await agent.refresh_instructions()
+    return ForgetResponse(facts=_facts(userdata))
 
 
 @method("coach.focus", FocusRequest, FocusResponse)

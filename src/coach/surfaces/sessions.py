@@ -1,6 +1,6 @@
 """``python -m coach sessions list | show | export | branch | delete | prune`` and ``users
-delete``: the operator's view of sessions (branches under the session they came from)
-and the erasing of personal data.
+show | forget | delete``: the operator's view of sessions (branches under the session they
+came from), of what coach remembers about a person, and the erasing of personal data.
 
 ``show`` and ``export`` page through a session (:data:`PAGE` rows per read) and write as
 they read, so a session of any length is never held whole.
@@ -18,8 +18,9 @@ from livekit.agents import llm
 
 from ..errors import ConfigError, SessionNotFound
 from ..state.history import item_text
-from ..state.zones import Delta
-from ..store import MessageRecord, Store, session_tree
+from ..state.person import PersonError, empty_person, forget, forget_all, person_lines
+from ..state.zones import Action, Delta, DeltaSpec, ResultMeta
+from ..store import MessageRecord, Store, UserRecord, session_tree
 
 PAGE: Final = 500
 """Rows read per page."""
@@ -200,6 +201,50 @@ async def delete_session(store: Store, session_id: str, out: TextIO, confirm: Co
     _erase(f"Erase session {session_id} ({session.design_challenge or '-'})?", confirm)
     await store.delete_session(session_id)
     print(f"erased session {session_id}", file=out)
+
+
+async def _user(store: Store, identity: str) -> UserRecord:
+    user = await store.find_user(identity)
+    if user is None:
+        raise ConfigError(f"No user with identity {identity!r}.")
+    return user
+
+
+async def show_user(store: Store, identity: str, out: TextIO) -> None:
+    """A person: their identity, name, sessions and what coach remembers (with fact ids)."""
+    user = await _user(store, identity)
+    count = len(await store.get_user_sessions(user.id))
+    remembered = person_lines((await store.get_person(user.id)).value)
+    print(
+        f"user {user.identity!r} ({user.display_name or 'no name'}), {count} session(s)", file=out
+    )
+    print("remembered:" if remembered else "remembered: nothing", file=out)
+    for line in remembered:
+        print(f"  {line}", file=out)
+
+
+async def forget_fact(store: Store, identity: str, fact_id: str, out: TextIO) -> None:
+    """Forget one remembered fact of a person (or ``all``), with its delta."""
+    user = await _user(store, identity)
+    record = await store.get_person(user.id)
+    try:
+        if fact_id.lower() == "all":
+            value, change = forget_all(record.value or empty_person())
+        else:
+            value, change = forget(record.value or empty_person(), fact_id)
+    except PersonError as exc:
+        raise ConfigError(f"{exc} Nothing was forgotten.") from None
+    spec = DeltaSpec(
+        trigger="user_action",
+        source="system",
+        actor_id="cli",
+        delta_type=change.delta_type,
+        path=change.path,
+        action=Action(type="forget", params={"fact_id": fact_id}),
+        result=ResultMeta(count=change.count, fields=change.fields),
+    )
+    await store.update_person(user.id, value, spec, expected_step=record.step)
+    print(f"forgot {change.count} fact(s) of {user.identity!r}", file=out)
 
 
 async def delete_user(store: Store, identity: str, out: TextIO, confirm: Confirm) -> None:
