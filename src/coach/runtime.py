@@ -18,6 +18,7 @@ from livekit.agents.voice.events import ErrorEvent
 
 from . import metrics
 from .agents import CoachAgentBase, DesignCoach
+from .agents.coach import LISTED
 from .agents.restore import resumed_agent
 from .errors import ResumeError
 from .live_state import LiveState, StateSink
@@ -162,7 +163,7 @@ class Runtime:
             logger.warning("room session cannot be continued", extra={"error": type(exc).__name__})
             return self.first_agent(userdata)
         # What the conversation may search or load from: as the coach would have listed it.
-        userdata.past_sessions = tuple(await self.store.get_user_sessions(user.id))
+        userdata.past_sessions = tuple(await self.store.get_user_sessions(user.id, limit=LISTED))
         await userdata.load_person()
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
         return resumed_agent(userdata, result, current=llm.ChatContext.empty())

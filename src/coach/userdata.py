@@ -180,8 +180,8 @@ class UserData:
         assert self.user_id is not None, "identify the user before branching"
         async with asyncio.timeout(FLUSH_BEFORE_LOAD):
             await self.recorder.flush()  # the source as this process last saw it
-        source = await self.store.get_session(session_id)
-        if source is None or source.user_id != self.user_id:
+        source = await self.store.get_session(session_id, user_id=self.user_id)
+        if source is None:
             raise SessionNotFound(session_id)
         names = {p.id: p.name for p in self.prompts.manifest.phases}
         if phase_id not in names:

@@ -31,9 +31,24 @@ def identity_from_name(name: str) -> str:
     return "-".join(name.lower().split())
 
 
-def describe_sessions(userdata: UserData, sessions: Sequence[SessionRecord]) -> str:
+LISTED = 5
+"""Sessions a greeting or ``identify_user`` lists (the newest): a person with hundreds
+pays for five, and is told how many more there are."""
+
+
+async def listed_sessions(userdata: UserData, user_id: str) -> tuple[list[SessionRecord], int]:
+    """The user's newest :data:`LISTED` sessions and how many older ones there are."""
+    sessions = await userdata.store.get_user_sessions(user_id, limit=LISTED)
+    more = 0
+    if len(sessions) == LISTED:
+        more = await userdata.store.count_user_sessions(user_id) - LISTED
+    return sessions, more
+
+
+def describe_sessions(userdata: UserData, sessions: Sequence[SessionRecord], more: int = 0) -> str:
     """One line per session: id, challenge, date, status and progress; a branch is
-    listed under the session it branched from (``↳ branch of ... from Define``)."""
+    listed under the session it branched from (``↳ branch of ... from Define``); then
+    how many older sessions were not listed."""
     total = len(userdata.prompts.manifest.phases)
     names = {p.id: p.name for p in userdata.prompts.manifest.phases}
 
@@ -49,7 +64,13 @@ def describe_sessions(userdata: UserData, sessions: Sequence[SessionRecord]) -> 
             f"{s.completed_phases} of {total} phases done"
         )
 
-    return "\n".join(line(s, depth) for s, depth in session_tree(sessions))
+    lines = [line(s, depth) for s, depth in session_tree(sessions)]
+    if more:
+        lines.append(
+            f"- and {more} older session(s), not listed here (the person can open them "
+            "from the sessions panel of the web client)"
+        )
+    return "\n".join(lines)
 
 
 class DesignCoach(PersonMemory, Branching):
@@ -57,6 +78,7 @@ class DesignCoach(PersonMemory, Branching):
 
     kind = "coach"
     _known_sessions: Sequence[SessionRecord] | None = None
+    _more_sessions = 0
 
     async def on_takeover(self, userdata: UserData) -> None:
         # A known identity (room participant, --user) is identified before the greeting,
@@ -66,7 +88,7 @@ class DesignCoach(PersonMemory, Branching):
         name = userdata.user_name or userdata.identity
         try:
             user = await userdata.store.get_or_create_user(userdata.identity, display_name=name)
-            sessions = await userdata.store.get_user_sessions(user.id)
+            sessions, self._more_sessions = await listed_sessions(userdata, user.id)
         except StorageError as exc:
             # Greet anyway; identify_user looks again (and says so if it still cannot).
             logger.warning("cannot look the user up before greeting (%s)", type(exc).__name__)
@@ -85,7 +107,7 @@ class DesignCoach(PersonMemory, Branching):
             "coach",
             "returning_greeting",
             user_name=userdata.user_name,
-            sessions=describe_sessions(userdata, sessions) or "(none yet)",
+            sessions=describe_sessions(userdata, sessions, self._more_sessions) or "(none yet)",
         )
 
     @function_tool
@@ -108,7 +130,7 @@ class DesignCoach(PersonMemory, Branching):
         except InvalidWrite as exc:
             raise ToolError(f"{exc} Ask for the name again.") from None
         userdata.user_id, userdata.user_name = user.id, name
-        sessions = await userdata.store.get_user_sessions(user.id)
+        sessions, more = await listed_sessions(userdata, user.id)
         userdata.past_sessions = tuple(sessions)
         await userdata.load_person()
         await self.refresh_instructions()
@@ -118,8 +140,8 @@ class DesignCoach(PersonMemory, Branching):
                 "for whom and why, then call capture_design_challenge."
             )
         return (
-            f"{name} has {len(sessions)} earlier session(s), most recent first:\n"
-            + describe_sessions(userdata, sessions)
+            f"{name} has {len(sessions) + more} earlier session(s), most recent first:\n"
+            + describe_sessions(userdata, sessions, more)
             + "\nOffer to resume the most recent in-progress one, pick another, or start fresh."
         )
 
@@ -139,9 +161,11 @@ class DesignCoach(PersonMemory, Branching):
             raise ToolError("Identify the user first (ask for their name, call identify_user).")
         session_id = clean_text(session_id).strip().lower()
         session = (
-            await userdata.store.get_session(session_id) if _SESSION_ID.match(session_id) else None
+            await userdata.store.get_session(session_id, user_id=userdata.user_id)
+            if _SESSION_ID.match(session_id)
+            else None
         )
-        if session is None or session.user_id != userdata.user_id:
+        if session is None:
             # The same answer for unknown, malformed and other users' ids: nothing leaks.
             raise ToolError(
                 f"No such session: {session_id[:_ECHO]}. Use an id identify_user listed."

@@ -144,12 +144,15 @@ class DesignStrategist(PersonMemory, Branching, PhasedAgent):
         query = _clean(query, "query", MAX_TITLE)
         assert userdata.user_id is not None
         results: list[dict[str, object]] = []
-        for past in await userdata.store.get_user_sessions(userdata.user_id):
-            if past.id == userdata.session_id:
+        # One read of every earlier session's work, not one per session.
+        for session_id, past in await userdata.store.get_past_work(userdata.user_id):
+            if session_id == userdata.session_id:
                 continue
-            state = await userdata.store.get_state(past.id)
-            for item in design.search_items(state.data, query):
-                results.append({**item, "session_id": past.id})
+            results += [
+                {**item, "session_id": session_id} for item in design.search_items(past, query)
+            ]
+            if len(results) >= MAX_RESULTS:
+                break
         results = results[:MAX_RESULTS]
         data, change = design.search_results(userdata.state.data, query, results)
         action = Action(type="search", tool="search_past_work", params={"query": query})

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -54,7 +54,7 @@ from .migrate import require_current, upgrade
 from .person import fetch_person, person_deltas, write_person
 from .phases import outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
-from .schema import SESSION_STATUSES, SessionRow, User, new_id, utcnow
+from .schema import SESSION_STATUSES, SessionRow, SessionState, User, new_id, utcnow
 from .sessions import (
     expired_select,
     insert_session,
@@ -300,16 +300,43 @@ class Repository:
 
         return await self._db.run(unit, write=not dry_run, what="prune_sessions")
 
-    async def get_session(self, session_id: str) -> SessionRecord | None:
-        """The session, or ``None``."""
+    async def get_session(
+        self, session_id: str, *, user_id: str | None = None
+    ) -> SessionRecord | None:
+        """The session, or ``None``; with ``user_id``, only that user's (the owner is in
+        the query, so a foreign id costs what a missing one does)."""
         stmt = session_select(self._phase_ids).where(SessionRow.id == session_id)
+        if user_id is not None:
+            stmt = stmt.where(SessionRow.user_id == user_id)
         found = await self._sessions(stmt, "get_session")
         return found[0] if found else None
 
-    async def get_user_sessions(self, user_id: str) -> list[SessionRecord]:
-        """The user's sessions, newest first, each with its completed-phase count."""
+    async def get_user_sessions(
+        self, user_id: str, *, limit: int | None = None
+    ) -> list[SessionRecord]:
+        """The user's sessions, newest first (``limit`` at most, in the query), each with
+        its completed-phase count."""
         stmt = user_sessions_select(self._phase_ids, user_id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
         return await self._sessions(stmt, "get_user_sessions")
+
+    async def count_user_sessions(self, user_id: str) -> int:
+        """How many sessions the user has."""
+        stmt = select(func.count()).select_from(SessionRow).where(SessionRow.user_id == user_id)
+        return int(await self._read(lambda conn: conn.scalar(stmt) or 0, "count_user_sessions"))
+
+    async def get_past_work(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """The data zone of each of the user's sessions, newest first, in one query:
+        ``(session_id, data)`` (what ``search_past_work`` searches)."""
+        stmt = (
+            select(SessionRow.id, SessionState.data)
+            .join(SessionState, SessionState.session_id == SessionRow.id)
+            .where(SessionRow.user_id == user_id)
+            .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+        )
+        rows = await self._rows(stmt, "get_past_work")
+        return [(str(row[0]), dict(row[1] or {})) for row in rows]
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
         """The most recently updated sessions of every user (the operator's view)."""

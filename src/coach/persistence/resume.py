@@ -73,8 +73,9 @@ def read_resume(
         NothingToResume: ``Session {id} has no completed phases to resume from``.
     """
     by_id, outputs_of = _statements(tuple(phase_ids))
-    row = conn.execute(by_id, {"b_id": session_id}).one_or_none()
-    if row is None or row.user_id != user_id:
+    # The owner is in the query: a foreign id reads no row, exactly as a missing one.
+    row = conn.execute(by_id, {"b_id": session_id, "b_user": user_id}).one_or_none()
+    if row is None:
         raise SessionNotFound(session_id)
     session = session_record(row)
     if session.status == "completed":
@@ -121,7 +122,7 @@ def _statements(phase_ids: tuple[str, ...]) -> tuple[AnySelect, AnySelect]:
     by_id = (
         session_select(phase_ids)
         .add_columns(SessionRow.memory_steps)
-        .where(SessionRow.id == bindparam("b_id"))
+        .where(SessionRow.id == bindparam("b_id"), SessionRow.user_id == bindparam("b_user"))
     )
     has_prompt = case((PhaseOutput.system_prompt.is_(None), null()), else_=literal(""))
     outputs = (

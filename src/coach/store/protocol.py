@@ -101,12 +101,27 @@ class Store(Protocol):
         given) in one transaction, and return them; ``dry_run`` erases nothing."""
         ...
 
-    async def get_session(self, session_id: str) -> SessionRecord | None:
-        """The session, or ``None``."""
+    async def get_session(
+        self, session_id: str, *, user_id: str | None = None
+    ) -> SessionRecord | None:
+        """The session, or ``None``; with ``user_id``, only if it is that user's (one
+        query: a foreign id reads no row, as a missing one)."""
         ...
 
-    async def get_user_sessions(self, user_id: str) -> list[SessionRecord]:
-        """The user's sessions, newest first, each with its completed-phase count."""
+    async def get_user_sessions(
+        self, user_id: str, *, limit: int | None = None
+    ) -> list[SessionRecord]:
+        """The user's sessions, newest first (``limit`` at most, applied in the query),
+        each with its completed-phase count."""
+        ...
+
+    async def count_user_sessions(self, user_id: str) -> int:
+        """How many sessions the user has."""
+        ...
+
+    async def get_past_work(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """``(session_id, data zone)`` of each of the user's sessions, newest first, in
+        one read (not one per session)."""
         ...
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:

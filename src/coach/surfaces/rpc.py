@@ -457,8 +457,8 @@ async def _owned(call: Call, session_id: str) -> SessionRecord:
     user_id = await _user_id(call)
     if not _SESSION_ID.fullmatch(session_id):
         raise SessionNotFound(session_id)
-    found = await call.userdata.store.get_session(session_id)
-    if found is None or found.user_id != user_id:
+    found = await call.userdata.store.get_session(session_id, user_id=user_id)
+    if found is None:
         raise SessionNotFound(session_id)
     return found
 
@@ -469,7 +469,8 @@ async def list_sessions(call: Call, request: ListSessionsRequest) -> ListSession
         user_id = await _user_id(call)
     except SessionNotFound:
         return ListSessionsResponse(sessions=[], more=False)
-    found = await call.userdata.store.get_user_sessions(user_id)
+    # One more than asked: whether there are more is known without reading them all.
+    found = await call.userdata.store.get_user_sessions(user_id, limit=request.limit + 1)
     total = len(call.userdata.prompts.manifest.ids)
     summaries = [
         SessionSummary(

@@ -213,7 +213,7 @@ async def _user(store: Store, identity: str) -> UserRecord:
 async def show_user(store: Store, identity: str, out: TextIO) -> None:
     """A person: their identity, name, sessions and what coach remembers (with fact ids)."""
     user = await _user(store, identity)
-    count = len(await store.get_user_sessions(user.id))
+    count = await store.count_user_sessions(user.id)
     remembered = person_lines((await store.get_person(user.id)).value)
     print(
         f"user {user.identity!r} ({user.display_name or 'no name'}), {count} session(s)", file=out
@@ -252,7 +252,7 @@ async def delete_user(store: Store, identity: str, out: TextIO, confirm: Confirm
     user = await store.find_user(identity)
     if user is None:
         raise ConfigError(f"No user with identity {identity!r}; nothing was erased.")
-    count = len(await store.get_user_sessions(user.id))
+    count = await store.count_user_sessions(user.id)
     _erase(f"Erase {identity!r} and their {count} session(s)?", confirm)
     erased = await store.delete_user(user.identity)
     print(f"erased user {identity!r} and {erased or 0} session(s)", file=out)
