@@ -282,3 +282,90 @@ async def test_an_unexpected_error_drops_only_its_write_and_the_writer_goes_on(
     assert rec.stats().dropped == 1
     assert "bad" not in caplog.text  # what the user said never reaches the log
     await rec.aclose()
+
+
+class SlowBigBatchStore(FakeStore):
+    """A database that cannot commit more than ``fits`` writes within its deadline."""
+
+    def __init__(self, fits: int) -> None:
+        super().__init__()
+        self.fits = fits
+        self.timeouts = 0
+
+    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
+        if len(ops) > self.fits:
+            self.timeouts += 1
+            try:
+                raise StorageError("write_batch failed: no answer within 5 s") from TimeoutError()
+            except StorageError as err:
+                err.transient = True
+                raise
+        await super().write_batch(ops)
+
+
+async def test_a_batch_that_cannot_commit_in_time_is_split_not_retried_whole() -> None:
+    store = SlowBigBatchStore(fits=3)
+    store.gate = asyncio.Event()  # hold the first commit so that a big batch queues up
+    rec = Recorder(store, max_batch=16, retry_initial=0.001)  # type: ignore[arg-type]
+    rec.start()
+    rec.submit(msg(0))
+    await asyncio.wait_for(store.entered.wait(), 10)
+    for i in range(1, 17):
+        rec.submit(msg(i))
+    store.gate.set()
+    await asyncio.wait_for(rec.flush(), 10)
+    assert [op.content for op in store.ops] == [f"m{i}" for i in range(17)]  # type: ignore[union-attr]
+    assert all(len(batch) <= 3 for batch in store.batches)
+    assert rec.stats().dropped == 0 and store.timeouts >= 1
+    # It commits again: later batches grow back towards max_batch.
+    assert rec.stats().max_batch > 2
+    await rec.aclose()
+
+
+async def test_commit_lag_percentiles_are_in_the_stats() -> None:
+    store = FakeStore()
+    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec.start()
+    for i in range(20):
+        rec.submit(msg(i))
+    await asyncio.wait_for(rec.flush(), 10)
+    stats = rec.stats()
+    assert 0 < stats.commit_lag_p50 <= stats.commit_lag_p95 <= stats.commit_lag_max
+    await rec.aclose()
+
+
+class RetriedStore(FakeStore):
+    """Down until told otherwise; says when it has failed ``until`` times."""
+
+    def __init__(self, until: int) -> None:
+        super().__init__()
+        self.until = until
+        self.retried = asyncio.Event()
+
+    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
+        try:
+            await super().write_batch(ops)
+        finally:
+            if self.failures >= self.until:
+                self.retried.set()
+
+
+async def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="coach.recorder")
+    store = RetriedStore(until=10)  # many retries while the database is away
+    store.down = True
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)  # type: ignore[arg-type]
+    rec.start()
+    rec.submit(msg(0))
+    await asyncio.wait_for(store.retried.wait(), 30)
+    store.down = False
+    await asyncio.wait_for(rec.flush(), 10)
+    lines = [r for r in caplog.records if r.name == "coach.recorder" and r.levelno >= 20]
+    warned = [r for r in lines if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "database unavailable" in warned[0].getMessage()
+    assert [r.getMessage() for r in lines if r.levelname == "INFO"][:1] == [
+        "database reachable again; queued writes are being stored"
+    ]
+    await rec.aclose()

@@ -330,7 +330,8 @@ class Database:
                 exc = failure
             if attempt < attempts and is_transient(exc, committing=committing):
                 delay = 0.05 * 2 ** (attempt - 1) * (1 + random.random())
-                log.warning(
+                # DEBUG: the caller reports the outage once (the recorder, a tool's words).
+                log.debug(
                     "transient database error, retrying",
                     extra={"attempt": attempt, "operation": what, "error": type(exc).__name__},
                 )

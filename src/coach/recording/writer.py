@@ -59,6 +59,12 @@ class RecorderStats:
     """Writes committed since start."""
     batches: int
     """Transactions committed since start."""
+    commit_lag_p50: float = 0.0
+    """Median seconds from queued to committed, over the last :data:`LAG_WINDOW` writes."""
+    commit_lag_p95: float = 0.0
+    commit_lag_max: float = 0.0
+    max_batch: int = 0
+    """Writes per transaction at most now (smaller while batches time out)."""
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -110,8 +116,25 @@ class Losses:
         return f"{self.count} write(s) were not saved ({' and '.join(parts)}{why})"
 
 
+LAG_WINDOW = 1_000
+"""Commits the stats' lag percentiles are taken over."""
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether the database took longer than its deadline (a stalled or overloaded server)."""
+    return isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError)
+
+
 class Recorder:
-    """Queues writes from every session of this process and commits them in the background."""
+    """Queues writes from every session of this process and commits them in the background.
+
+    What a crash can lose is what is queued and not yet committed: the writes of the
+    current group-commit window (``commit_interval``) plus those of the transaction in
+    flight — counted by ``coach_recorder_queue_depth`` and timed by
+    ``coach_recorder_commit_lag_seconds`` (:meth:`stats` has its percentiles). A batch that
+    does not commit within the database's deadline is split in halves, and ``max_batch``
+    shrinks until batches commit again, so one that can never fit is not retried whole.
+    """
 
     def __init__(
         self,
@@ -128,6 +151,9 @@ class Recorder:
         self._store = store
         self._max_pending = max_pending
         self._max_batch = max_batch
+        self._batch_limit = max_batch
+        """The configured ``max_batch``; ``_max_batch`` shrinks below it after timeouts."""
+        self._lags: deque[float] = deque(maxlen=LAG_WINDOW)
         self._commit_interval = commit_interval
         self._urgent = False
         self._fenced: set[str] = set()
@@ -308,6 +334,7 @@ class Recorder:
     def stats(self) -> RecorderStats:
         """Queue depth, write lag, error and throughput counters."""
         oldest = self._queue[0][1] if self._queue else self._inflight_since
+        lags = sorted(self._lags)
         return RecorderStats(
             queue_depth=self.pending,
             write_lag=time.monotonic() - oldest if oldest is not None and self.pending else 0.0,
@@ -315,6 +342,10 @@ class Recorder:
             dropped=self._dropped,
             written=self._committed - self._dropped,
             batches=self._batches,
+            commit_lag_p50=lags[len(lags) // 2] if lags else 0.0,
+            commit_lag_p95=lags[min(len(lags) - 1, len(lags) * 95 // 100)] if lags else 0.0,
+            commit_lag_max=lags[-1] if lags else 0.0,
+            max_batch=self._max_batch,
         )
 
     # --- the writer ------------------------------------------------------------------
@@ -348,6 +379,7 @@ class Recorder:
             metrics.BATCH_SIZE.observe(len(batch))
             for _, queued, _ in batch:
                 metrics.COMMIT_LAG.observe(done - queued)
+                self._lags.append(done - queued)
             async with self._progress:
                 self._committed += len(batch)
                 self._progress.notify_all()
@@ -356,14 +388,20 @@ class Recorder:
                 self._capacity.set()
             self._maybe_log_stats()
 
-    async def _write(self, ops: list[WriteOp]) -> None:
+    async def _write(self, ops: list[WriteOp], *, failed: bool = False) -> None:
+        """Commit ``ops`` as one transaction, retrying while the database is away;
+        ``failed`` says an earlier attempt at these writes may have landed."""
         ops = self._without_fenced(ops)
         delay = self._retry_initial
-        failed = False
         while ops:
             try:
                 await self._store.write_batch(ops)
                 self._batches += 1
+                if self._max_batch < self._batch_limit:  # it commits again: grow back
+                    self._max_batch = min(self._max_batch * 2, self._batch_limit)
+                if self._last_outage is not None:
+                    logger.info("database reachable again; queued writes are being stored")
+                    self._last_outage = None
                 return
             except CoachError as exc:
                 if failed and isinstance(exc, StaleWrite):
@@ -382,14 +420,24 @@ class Recorder:
                 metrics.RECORDER_ERRORS.labels("transient" if passing else "refused").inc()
                 if not passing:
                     break
-                self._last_outage = _reason(exc)
                 metrics.RECORDER_QUEUE.set(self.pending)  # it grows while the database is away
-                logger.warning(
-                    "database unavailable (%s); will retry in %.2f s",
-                    self._last_outage,
-                    delay,
-                    extra={**_describe(exc), "retry_in": delay},
-                )
+                if self._last_outage is None:  # one line when an outage starts, not per retry
+                    logger.warning(
+                        "database unavailable (%s); queued writes wait and are retried",
+                        _reason(exc),
+                        extra={**_describe(exc), "retry_in": delay},
+                    )
+                else:
+                    logger.debug("database still unavailable; retry in %.2f s", delay)
+                self._last_outage = _reason(exc)
+                if _timed_out(exc) and len(ops) > 1:
+                    # Too big to commit within the deadline: halve it (and later batches)
+                    # instead of retrying it whole while back-pressure holds the agents.
+                    self._max_batch = max(1, min(self._max_batch, len(ops) // 2))
+                    half = len(ops) // 2
+                    await self._write(ops[:half], failed=True)
+                    await self._write(ops[half:], failed=True)
+                    return
             except Exception as exc:  # a bug must not stop recording for every session
                 self._errors += 1
                 metrics.RECORDER_ERRORS.labels("unexpected").inc()
