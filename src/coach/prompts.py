@@ -31,28 +31,12 @@ MANIFEST_FILE = "phases.yaml"
 RENDERER_FILE = "renderer.yaml"
 
 # What each agent's templates may use; checked at load time, filled at render time.
+_COMMON_VARIABLES = frozenset({"user_name", "phase_list", "session_brief"})
+_PHASED_VARIABLES = _COMMON_VARIABLES | {"design_challenge", "phase_name", "phase_instructions"}
 AGENT_VARIABLES: dict[AgentKind, frozenset[str]] = {
-    "coach": frozenset({"user_name", "phase_list", "session_brief"}),
-    "strategist": frozenset(
-        {
-            "user_name",
-            "design_challenge",
-            "phase_name",
-            "phase_instructions",
-            "phase_list",
-            "session_brief",
-        }
-    ),
-    "evaluator": frozenset(
-        {
-            "user_name",
-            "design_challenge",
-            "phase_name",
-            "phase_instructions",
-            "phase_list",
-            "session_brief",
-        }
-    ),
+    "coach": _COMMON_VARIABLES,
+    "strategist": _PHASED_VARIABLES,
+    "evaluator": _PHASED_VARIABLES,
 }
 REQUIRED_INSTRUCTION_VARIABLES = frozenset({"session_brief"})
 """What every agent's instructions must use: without the brief an agent would not see

@@ -22,6 +22,7 @@ from coach.persistence import Repository, open_repository
 from coach.settings import Settings
 from coach.surfaces.chat import EXIT_MODEL_FAILED, EXIT_OK, EXIT_WRITES_LOST, run_chat
 from tests.fakes import FakeOpenAIServer, RecordedRequest, ScriptedLLM, call, say
+from tests.fakes.script import is_render_request
 from tests.fakes.scripted_llm import ScriptedLLMStream
 from tests.processes import running
 from tests.recording.tcp_proxy import TcpProxy
@@ -87,6 +88,8 @@ class FlakyLLM(ScriptedLLM):
         conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
         **kwargs: Any,
     ) -> llm.LLMStream:
+        if is_render_request(kwargs.get("tool_choice")):  # the brief's model call: not a turn
+            return super().chat(chat_ctx=chat_ctx, tools=tools, conn_options=conn_options, **kwargs)
         self.calls += 1
         if hook := self.before.get(self.calls):
             request = RecordedRequest(chat_ctx=chat_ctx.copy())

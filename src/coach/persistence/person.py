@@ -19,7 +19,7 @@ from ..errors import InvalidWrite, StaleWrite
 from ..state.zones import Delta, DeltaSpec
 from ..store import PersonRecord
 from .sql import PERSON_DELTAS, PERSONS, USERS, fit, json_object, upsert
-from .zones import delta_record
+from .zones import delta_record, delta_values
 
 __all__ = ["fetch_person", "person_deltas", "write_person"]
 
@@ -95,21 +95,7 @@ def write_person(
         raise StaleWrite(f"The person record is at step {stored}, not {expected_step}")
     delta = spec.at_step(step)
     try:
-        conn.execute(
-            PERSON_DELTAS.insert().values(
-                user_id=user_id,
-                step=step,
-                turn_id=delta.turn_id,
-                trigger=delta.trigger,
-                source=delta.source,
-                actor_id=delta.actor_id,
-                delta_type=delta.delta_type,
-                path=delta.path,
-                action=delta.action.model_dump(mode="json"),
-                result=delta.result.model_dump(mode="json"),
-                created_at=now,
-            )
-        )
+        conn.execute(PERSON_DELTAS.insert().values(user_id=user_id, **delta_values(delta, now)))
     except IntegrityError as exc:
         raise StaleWrite(f"The person record already has a delta at step {step}") from exc
     return PersonRecord(user_id, step, value), delta

@@ -270,19 +270,15 @@ class SessionState(_Audit, Base):
     view: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
-class StateDelta(Base):
-    """Why the state changed at ``step`` (SPEC §4.5); one row per step."""
+class _DeltaFields:
+    """What a delta records (SPEC §4.5), for a session's state or a person's record."""
 
-    __tablename__ = "state_deltas"
     __table_args__ = (
         CheckConstraint(_in("trigger", TRIGGERS), name="trigger"),
         CheckConstraint(_in("source", SOURCES), name="source"),
         CheckConstraint(_in("delta_type", DELTA_TYPES), name="delta_type"),
     )
 
-    session_id: Mapped[str] = mapped_column(
-        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
     step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     turn_id: Mapped[str | None] = mapped_column(String(64))
     trigger: Mapped[str] = mapped_column(String(16))
@@ -293,6 +289,16 @@ class StateDelta(Base):
     action: Mapped[dict[str, Any]] = mapped_column(default=dict)
     result: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class StateDelta(_DeltaFields, Base):
+    """Why the state changed at ``step`` (SPEC §4.5); one row per step."""
+
+    __tablename__ = "state_deltas"
+
+    session_id: Mapped[str] = mapped_column(
+        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
 
 
 class PersonRow(_Audit, Base):
@@ -308,26 +314,11 @@ class PersonRow(_Audit, Base):
     value: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
-class PersonDelta(Base):
+class PersonDelta(_DeltaFields, Base):
     """Why the person record changed at ``step``; one row per step."""
 
     __tablename__ = "person_deltas"
-    __table_args__ = (
-        CheckConstraint(_in("trigger", TRIGGERS), name="trigger"),
-        CheckConstraint(_in("source", SOURCES), name="source"),
-        CheckConstraint(_in("delta_type", DELTA_TYPES), name="delta_type"),
-    )
 
     user_id: Mapped[str] = mapped_column(
         HexId, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
     )
-    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    turn_id: Mapped[str | None] = mapped_column(String(64))
-    trigger: Mapped[str] = mapped_column(String(16))
-    source: Mapped[str] = mapped_column(String(16))
-    actor_id: Mapped[str | None] = mapped_column(String(255))
-    delta_type: Mapped[str] = mapped_column(String(16))
-    path: Mapped[str] = mapped_column(String(255))
-    action: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    result: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)

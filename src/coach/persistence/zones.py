@@ -22,7 +22,14 @@ from ..store import StateRecord, WriteZone
 from .schema import SessionState, StateDelta
 from .sql import DELTAS, SESSIONS, STATES, AnyRow, AnySelect, fit, json_object, upsert
 
-__all__ = ["check_zone_write", "delta_record", "deltas_select", "fetch_state", "write_zones"]
+__all__ = [
+    "check_zone_write",
+    "delta_record",
+    "delta_values",
+    "deltas_select",
+    "fetch_state",
+    "write_zones",
+]
 
 _STATE: Final = (
     SessionState.session_id,
@@ -88,6 +95,22 @@ def deltas_select(session_id: str, since_step: int, limit: int | None) -> AnySel
     return stmt.limit(limit) if limit is not None else stmt
 
 
+def delta_values(delta: Delta, now: datetime) -> dict[str, Any]:
+    """A delta's columns as a row stores them (state and person deltas alike)."""
+    return {
+        "step": delta.step,
+        "turn_id": delta.turn_id,
+        "trigger": delta.trigger,
+        "source": delta.source,
+        "actor_id": delta.actor_id,
+        "delta_type": delta.delta_type,
+        "path": delta.path,
+        "action": delta.action.model_dump(mode="json"),
+        "result": delta.result.model_dump(mode="json"),
+        "created_at": now,
+    }
+
+
 def delta_record(row: AnyRow) -> Delta:
     """A stored delta."""
     return Delta(
@@ -128,22 +151,7 @@ def write_zones(
     state = StateRecord(*row)
     first = state.step - len(ops) + 1
     deltas = [op.delta.at_step(step) for step, op in enumerate(ops, start=first)]
-    rows = [
-        {
-            "session_id": session_id,
-            "step": delta.step,
-            "turn_id": delta.turn_id,
-            "trigger": delta.trigger,
-            "source": delta.source,
-            "actor_id": delta.actor_id,
-            "delta_type": delta.delta_type,
-            "path": delta.path,
-            "action": delta.action.model_dump(mode="json"),
-            "result": delta.result.model_dump(mode="json"),
-            "created_at": now,
-        }
-        for delta in deltas
-    ]
+    rows = [{"session_id": session_id, **delta_values(delta, now)} for delta in deltas]
     try:
         conn.execute(DELTAS.insert(), rows)
     except IntegrityError as exc:
