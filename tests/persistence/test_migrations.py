@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from alembic import command
 from livekit.agents import llm
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from coach.errors import ConfigError
 from coach.persistence import (
@@ -22,6 +22,8 @@ from coach.persistence import (
     upgrade,
 )
 from coach.persistence.migrate import alembic_config, head_revision
+from coach.state import person
+from coach.state.zones import DeltaSpec
 
 U1, S1, P1 = "a1" * 16, "b2" * 16, "c3" * 16
 """Ids as coach writes them (32 hex digits: a uuid on PostgreSQL)."""
@@ -200,3 +202,43 @@ async def upgrade_to(url: str, revision: str, secret: bytes) -> None:
 def _downgrade(connection: Any, config: Any, revision: str) -> None:
     config.attributes["connection"] = connection
     command.downgrade(config, revision)
+
+
+async def test_a_0006_database_upgrades_to_remember_the_person_and_back(
+    blank_database_url: str, memory_secret: bytes
+) -> None:
+    """0007 adds the person tables to a database with people in it; the database itself
+    erases them with the user (ON DELETE CASCADE), and the downgrade drops them."""
+    await upgrade(blank_database_url, "0006")
+    engine = create_engine(blank_database_url)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO users (id, identity, created_at, updated_at) "
+                f"VALUES ('{U1}', 'old', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            )
+        )
+    await engine.dispose()
+    await upgrade(blank_database_url)
+    repo = await open_repository(blank_database_url, secret=memory_secret)
+    try:
+        assert (await repo.get_person(U1)).step == 0  # nobody remembered anything yet
+        value, change = person.remember(person.empty_person(), "role", "leads a team of four")
+        spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path=change.path)
+        await repo.update_person(U1, value, spec, expected_step=0)
+        async with repo.engine.begin() as conn:  # the row, not coach's delete_user
+            await conn.execute(text(f"DELETE FROM users WHERE id = '{U1}'"))
+        async with repo.engine.connect() as conn:
+            for table in ("persons", "person_deltas"):
+                assert await conn.scalar(text(f"SELECT count(*) FROM {table}")) == 0
+    finally:
+        await repo.aclose()
+    await upgrade_to(blank_database_url, "0006", memory_secret)
+    assert await current_revision(blank_database_url) == "0006"
+    engine = create_engine(blank_database_url)
+    try:
+        async with engine.connect() as conn:
+            tables = await conn.run_sync(lambda sync: inspect(sync).get_table_names())
+    finally:
+        await engine.dispose()
+    assert "users" in tables and not {"persons", "person_deltas"} & set(tables)
