@@ -12,6 +12,7 @@ from livekit import rtc
 from sqlalchemy import func, select
 
 from coach.__main__ import main
+from coach.agents import DesignStrategist
 from coach.errors import InvalidWrite, StaleWrite
 from coach.persistence import open_repository
 from coach.persistence.sql import PERSON_DELTAS, PERSONS
@@ -22,6 +23,7 @@ from coach.surfaces.rpc import invoke
 from tests.conftest import MEMORY_SECRET
 from tests.fakes import FakeOpenAIServer, call, say
 
+from .helpers import CHALLENGE
 from .test_context_contract import Visit, instructions, offered
 
 ROLE = "leads a design team of four"
@@ -222,3 +224,173 @@ def test_users_show_forget_and_delete(
     assert main(["users", "delete", "ada", "--yes"]) == 0
     capsys.readouterr()
     assert asyncio.run(rows()) == (0, 0)  # erased with the person
+
+
+# --- what cannot change, forgetting everything, the strategist, two conversations --------
+
+
+def tool_output(request: dict[str, object]) -> str:
+    """What the conversation's last tool call answered, as the model reads it."""
+    messages = request["messages"]
+    assert isinstance(messages, list)
+    return str([m for m in messages if m.get("role") == "tool"][-1]["content"])
+
+
+async def test_what_cannot_be_remembered_or_forgotten_is_told_and_nothing_changes(
+    runtime: Runtime,
+) -> None:
+    async with FakeOpenAIServer() as server:
+        visit = await Visit.open(runtime, server)
+        await visit.turn(
+            "Remember I lead a team of four.",
+            [call("remember_about_person", topic="role", text=ROLE), say("Remembered.")],
+        )
+        (fact,) = visit.userdata.person["facts"]
+        sent = await visit.turn(
+            "Remember that I lead a team of four.",
+            [call("remember_about_person", topic="role", text=ROLE), say("I know.")],
+        )
+        assert "already remembered" in tool_output(sent[1])
+        sent = await visit.turn(
+            "Remember I'm tired today.",
+            [call("remember_about_person", topic="mood", text="tired"), say("Noted.")],
+        )
+        assert "topic must be one of: role, organisation" in tool_output(sent[1])
+        sent = await visit.turn(
+            "Forget where I work.",
+            [call("forget_about_person", fact_id="fact_nope"), say("I had nothing.")],
+        )
+        assert f"No fact with id fact_nope. Facts: {fact['id']}." in tool_output(sent[1])
+        assert visit.userdata.person["facts"] == [fact]
+        user_id = visit.userdata.user_id
+        await visit.close()
+    assert user_id is not None
+    assert (await runtime.store.get_person(user_id)).step == 1
+    assert len(await runtime.store.get_person_deltas(user_id)) == 1
+
+
+async def test_forget_everything_by_voice(runtime: Runtime) -> None:
+    async with FakeOpenAIServer() as server:
+        visit = await Visit.open(runtime, server)
+        await visit.turn(
+            "Remember I lead a team of four and design banking apps.",
+            [
+                call("remember_about_person", topic="role", text=ROLE),
+                call("remember_about_person", topic="designs", text="banking apps"),
+                say("Remembered both."),
+            ],
+        )
+        sent = await visit.turn(
+            "Forget everything about me.",
+            [call("forget_about_person", fact_id="all"), say("All forgotten.")],
+        )
+        assert ROLE not in instructions(sent[1]) and "banking apps" not in instructions(sent[1])
+        user_id = visit.userdata.user_id
+        await visit.close()
+    assert user_id is not None
+    assert (await runtime.store.get_person(user_id)).value == {"facts": []}
+    last = (await runtime.store.get_person_deltas(user_id))[-1]
+    assert (last.delta_type, last.result.count, last.action.tool) == (
+        "remove",
+        2,
+        "forget_about_person",
+    )
+
+
+async def test_the_strategist_remembers_too(runtime: Runtime) -> None:
+    async with FakeOpenAIServer() as server:
+        visit = await Visit.open(runtime, server)
+        await visit.turn(
+            f"I want to work on this: {CHALLENGE}",
+            [
+                call("capture_design_challenge", challenge=CHALLENGE),
+                call("transfer_to_strategist"),
+                say("I'm the strategist. Who struggles today?"),
+            ],
+        )
+        assert isinstance(visit.session.current_agent, DesignStrategist)
+        sent = await visit.turn(
+            "Yes, remember that I lead a design team of four.",
+            [call("remember_about_person", topic="role", text=ROLE), say("Remembered.")],
+        )
+        assert "remember_about_person" in offered(sent[0])
+        assert fact_line(visit) in instructions(sent[1])
+        await visit.close()
+
+
+async def test_two_conversations_of_one_person_never_overwrite_each_others_facts(
+    runtime: Runtime,
+) -> None:
+    async with FakeOpenAIServer() as server:
+        first = await Visit.open(runtime, server, room="desk")
+        second = await Visit.open(runtime, server, room="phone")
+        await first.turn(
+            "Remember I lead a team of four.",
+            [call("remember_about_person", topic="role", text=ROLE), say("Remembered.")],
+        )
+        sent = await second.turn(
+            "Remember that I design banking apps.",
+            [call("remember_about_person", topic="designs", text="banking apps"), say("Hm.")],
+        )
+        assert "just changed elsewhere" in tool_output(sent[1])
+        assert ROLE in instructions(sent[1])  # it now sees what the other one remembered
+        await second.turn(
+            "Yes, remember it.",
+            [call("remember_about_person", topic="designs", text="banking apps"), say("Done.")],
+        )
+        user_id = second.userdata.user_id
+        await first.close()
+        await second.close()
+    assert user_id is not None
+    stored = await runtime.store.get_person(user_id)
+    assert stored.step == 2
+    assert [f["text"] for f in stored.value["facts"]] == [ROLE, "banking apps"]
+
+
+async def test_forget_everything_by_rpc(runtime: Runtime) -> None:
+    async with FakeOpenAIServer() as server:
+        visit = await Visit.open(runtime, server)
+        await visit.turn(
+            "Remember I lead a team of four and design banking apps.",
+            [
+                call("remember_about_person", topic="role", text=ROLE),
+                call("remember_about_person", topic="designs", text="banking apps"),
+                say("Remembered both."),
+            ],
+        )
+        data = rtc.RpcInvocationData("r", "ada", json.dumps({"fact_id": "all"}), 5.0, "")
+        answer = await invoke("coach.forget", visit.userdata, data, session=visit.session)
+        assert json.loads(answer) == {"facts": []}
+        sent = await visit.turn("What do you know about me?", [say("Nothing.")])
+        assert ROLE not in instructions(sent[0]) and "banking apps" not in instructions(sent[0])
+        user_id = visit.userdata.user_id
+        await visit.close()
+    assert user_id is not None
+    last = (await runtime.store.get_person_deltas(user_id))[-1]
+    assert (last.result.count, last.action.params) == (2, {"fact_id": "all"})
+
+
+def test_users_forget_all_and_unknown_people(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def seed() -> None:
+        store = await open_repository(database_url, secret=MEMORY_SECRET)
+        try:
+            user = await store.get_or_create_user("ada")
+            value, _ = person.remember(person.empty_person(), "role", ROLE)
+            value, _ = person.remember(value, "designs", "banking apps")
+            spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="person")
+            await store.update_person(user.id, value, spec)
+        finally:
+            await store.aclose()
+
+    asyncio.run(seed())
+    monkeypatch.setenv("COACH_DATABASE_URL", database_url)
+    monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    assert main(["users", "forget", "ada", "all"]) == 0
+    assert capsys.readouterr().out == "forgot 2 fact(s) of 'ada'\n"
+    assert main(["users", "show", "ada"]) == 0
+    assert capsys.readouterr().out.endswith("remembered: nothing\n")
+    for argv in (["users", "show", "nobody"], ["users", "forget", "nobody", "all"]):
+        assert main(argv) == 2
+        assert "No user with identity 'nobody'" in capsys.readouterr().err
