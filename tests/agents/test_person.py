@@ -394,3 +394,30 @@ def test_users_forget_all_and_unknown_people(
     for argv in (["users", "show", "nobody"], ["users", "forget", "nobody", "all"]):
         assert main(argv) == 2
         assert "No user with identity 'nobody'" in capsys.readouterr().err
+
+
+async def test_forgetting_everything_when_nothing_is_remembered_changes_nothing(
+    runtime: Runtime,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with FakeOpenAIServer() as server:
+        visit = await Visit.open(runtime, server)
+        sent = await visit.turn(
+            "Forget everything about me.",
+            [call("forget_about_person", fact_id="all"), say("There was nothing.")],
+        )
+        assert "Nothing is remembered about them" in tool_output(sent[1])
+        data = rtc.RpcInvocationData("r", "ada", json.dumps({"fact_id": "all"}), 5.0, "")
+        answer = await invoke("coach.forget", visit.userdata, data, session=visit.session)
+        assert json.loads(answer) == {"facts": []}
+        user_id = visit.userdata.user_id
+        await visit.close()
+    assert user_id is not None
+    monkeypatch.setenv("COACH_DATABASE_URL", database_url)
+    monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    assert await asyncio.to_thread(main, ["users", "forget", "ada", "all"]) == 0
+    assert capsys.readouterr().out == "nothing is remembered about 'ada'\n"
+    assert (await runtime.store.get_person(user_id)).step == 0  # no write, no delta
+    assert await runtime.store.get_person_deltas(user_id) == []

@@ -83,6 +83,8 @@ class PersonMemory(CoachAgentBase):
         """
         fact_id = clean_text(fact_id).strip()
         if fact_id.lower() == "all":
+            if not context.userdata.person.get("facts"):  # nothing to write a change for
+                return "Nothing is remembered about them. Say so in one sentence."
             await self._change(context.userdata, person.forget_all, "forget_about_person")
             return "Everything remembered about them is forgotten. Say so in one sentence."
         await self._change(

@@ -731,6 +731,8 @@ async def forget_fact(call: Call, request: ForgetRequest) -> ForgetResponse:
             value, change = forget(userdata.person, fact_id)
     except PersonError as exc:
         raise rtc.RpcError(404, str(exc)) from None
+    if not change.count:  # "all" with nothing remembered: nothing to store
+        return ForgetResponse(facts=[])
     await userdata.change_person(
         value,
         change,

@@ -234,6 +234,9 @@ async def forget_fact(store: Store, identity: str, fact_id: str, out: TextIO) ->
             value, change = forget(record.value or empty_person(), fact_id)
     except PersonError as exc:
         raise ConfigError(f"{exc} Nothing was forgotten.") from None
+    if not change.count:  # "all" with nothing remembered: nothing to store
+        print(f"nothing is remembered about {user.identity!r}", file=out)
+        return
     spec = DeltaSpec(
         trigger="user_action",
         source="system",
