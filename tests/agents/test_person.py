@@ -377,6 +377,8 @@ def test_users_forget_all_and_unknown_people(
         store = await open_repository(database_url, secret=MEMORY_SECRET)
         try:
             user = await store.get_or_create_user("ada")
+            for _ in range(2):
+                await store.create_session(user.id)
             value, _ = person.remember(person.empty_person(), "role", ROLE)
             value, _ = person.remember(value, "designs", "banking apps")
             spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="person")
@@ -390,7 +392,7 @@ def test_users_forget_all_and_unknown_people(
     assert main(["users", "forget", "ada", "all"]) == 0
     assert capsys.readouterr().out == "forgot 2 fact(s) of 'ada'\n"
     assert main(["users", "show", "ada"]) == 0
-    assert capsys.readouterr().out.endswith("remembered: nothing\n")
+    assert capsys.readouterr().out == "user 'ada' (no name), 2 session(s)\nremembered: nothing\n"
     for argv in (["users", "show", "nobody"], ["users", "forget", "nobody", "all"]):
         assert main(argv) == 2
         assert "No user with identity 'nobody'" in capsys.readouterr().err
