@@ -423,3 +423,24 @@ async def test_forgetting_everything_when_nothing_is_remembered_changes_nothing(
     assert capsys.readouterr().out == "nothing is remembered about 'ada'\n"
     assert (await runtime.store.get_person(user_id)).step == 0  # no write, no delta
     assert await runtime.store.get_person_deltas(user_id) == []
+
+
+async def test_a_reconnect_to_the_room_knows_what_is_remembered(runtime: Runtime) -> None:
+    async with FakeOpenAIServer() as server:
+        visit = await Visit.open(runtime, server, room="room-1")
+        await visit.turn(
+            f"I want to work on this: {CHALLENGE}. And yes, remember I lead a team of four.",
+            [
+                call("remember_about_person", topic="role", text=ROLE),
+                call("capture_design_challenge", challenge=CHALLENGE),
+                call("transfer_to_strategist"),
+                say("I'm the strategist. Who struggles today?"),
+            ],
+        )
+        await visit.close()
+        userdata = runtime.new_userdata(identity="ada")
+        agent = await runtime.room_agent(userdata, "room-1")
+        assert isinstance(agent, DesignStrategist)  # continues the room's session
+        again = await Visit.open(runtime, server, agent=agent, userdata=userdata)
+        await again.close()
+    assert ROLE in instructions(again.turns[0][0])
