@@ -35,11 +35,11 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
 
+from .local_server import LocalServer
 from .script import (
     RenderLane,
     Reply,
@@ -56,7 +56,7 @@ __all__ = ["FakeOpenAIServer"]
 _CREATED = 1_700_000_000
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LocalServer):
     """A local OpenAI-compatible chat-completions server playing back a script.
 
     Args:
@@ -97,63 +97,21 @@ class FakeOpenAIServer:
         self.chunk_size = chunk_size
         self.errors: list[str] = []
         self._on_error = on_error
-        self._host = host
-        self._port = port
-        self._runner: web.AppRunner | None = None
-        self._base_url: str | None = None
+        super().__init__(host=host, port=port)
         self._ids = itertools.count(1)
 
     # -- lifecycle ---------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI base URL, e.g. ``http://127.0.0.1:54321/v1`` (only while running)."""
-        if self._base_url is None:
-            raise RuntimeError("FakeOpenAIServer is not running; use `async with` or start()")
-        return self._base_url
 
     def extend(self, replies: Iterable[Reply]) -> None:
         """Append more replies to the script."""
         self.script.extend(replies)
 
-    async def start(self) -> None:
-        """Bind and start serving."""
-        if self._runner is not None:
-            raise RuntimeError("FakeOpenAIServer is already running")
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/v1/models/{model}", self._model)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
-        # A short shutdown timeout: a test that abandons a stream must not hang teardown.
-        runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self._host, self._port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        host, port = runner.addresses[0][:2]
-        self._runner = runner
-        self._base_url = f"http://{_url_host(host)}:{port}/v1"
-
-    async def stop(self) -> None:
-        """Stop serving and close open connections."""
-        runner, self._runner = self._runner, None
-        self._base_url = None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def __aenter__(self) -> FakeOpenAIServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        return app
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -253,10 +211,6 @@ class FakeOpenAIServer:
             for piece in _split(tool_call.encoded(), size):
                 yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         yield chunk({}, finish_reason="tool_calls" if reply.tool_calls else "stop")
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def _split(text: str, size: int) -> Iterator[str]:

@@ -39,12 +39,13 @@ import threading
 import wave
 from collections.abc import Iterable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal
 
 import numpy as np
 from aiohttp import BodyPartReader, web
 from livekit import rtc
+
+from .local_server import LocalServer
 
 __all__ = [
     "TTS_SAMPLE_RATE",
@@ -196,7 +197,7 @@ class _Registered:
     transcript: str
 
 
-class SpeechServer:
+class SpeechServer(LocalServer):
     """A local OpenAI-compatible ``/v1/audio/speech`` and ``/v1/audio/transcriptions``.
 
     Args:
@@ -224,17 +225,7 @@ class SpeechServer:
         self.spoken: list[str] = []
         self.recognised: list[Recognition] = []
         self._registered: list[_Registered] = []
-        self._host = host
-        self._port = port
-        self._runner: web.AppRunner | None = None
-        self._base_url: str | None = None
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI base URL, e.g. ``http://127.0.0.1:54321/v1`` (only while running)."""
-        if self._base_url is None:
-            raise RuntimeError("SpeechServer is not running; use `async with` or start()")
-        return self._base_url
+        super().__init__(host=host, port=port)
 
     def register(self, pcm: bytes, sample_rate: int, transcript: str) -> str:
         """Answer ``transcript`` for audio that holds ``pcm`` (its fingerprint).
@@ -246,42 +237,11 @@ class SpeechServer:
         self._registered.append(_Registered(digest, fingerprint(pcm, sample_rate), transcript))
         return digest
 
-    async def start(self) -> None:
-        """Bind and start serving."""
-        if self._runner is not None:
-            raise RuntimeError("SpeechServer is already running")
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/audio/speech", self._speech)
         app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
-        runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self._host, self._port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        host, port = runner.addresses[0][:2]
-        self._runner = runner
-        self._base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
-
-    async def stop(self) -> None:
-        """Stop serving and close open connections."""
-        runner, self._runner = self._runner, None
-        self._base_url = None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def __aenter__(self) -> SpeechServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        return app
 
     # -- handlers ------------------------------------------------------------------------
 
