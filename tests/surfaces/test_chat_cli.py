@@ -200,9 +200,13 @@ async def test_ctrl_c_while_waiting_for_input_exits_cleanly(tmp_path: Path) -> N
             env=env,
             cwd=tmp_cwd(env),
         ) as proc:
-            assert proc.stdout is not None and proc.stderr is not None
+            assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None
             greeting = await asyncio.wait_for(proc.stdout.readline(), GRACE)
             assert greeting == b"coach> Hello there!\n"
+            # Its answer shows the line was read: the chat waits at the prompt again.
+            proc.stdin.write(b"/steps\n")
+            note = await asyncio.wait_for(proc.stdout.readline(), GRACE)
+            assert b"hidden (/steps toggles)" in note
             proc.send_signal(signal.SIGINT)  # stdin stays open: the REPL is blocked reading it
             code = await asyncio.wait_for(proc.wait(), GRACE)
             err = (await proc.stderr.read()).decode()

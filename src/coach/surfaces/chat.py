@@ -4,6 +4,10 @@ The same agents, prompts and persistence as the worker, driven through
 ``AgentSession.run`` — no audio libraries needed. Interactive on a terminal; with
 piped input it reads one user turn per line and exits after the last reply.
 
+Ctrl-C while a reply is coming interrupts that reply — it is stored as interrupted, with
+only the words shown — and the chat goes on; Ctrl-C at the prompt ends the chat. ``/steps``
+hides or shows the tool calls and handoffs (shown at start).
+
 Off the happy path: a model turn that fails (after the plugin's retries) is one line on
 stderr naming the server; the conversation so far stays stored and the next line tries
 again. Input that is not UTF-8 is read with replacement characters. The exit code says
@@ -37,6 +41,8 @@ logger = logging.getLogger("coach.chat")
 DIM, RESET = "\033[2m", "\033[0m"
 QUIT = frozenset({"exit", "quit", "/quit", "/exit"})
 """Lines that end the chat (never sent to the model), like Ctrl-D."""
+STEPS = "/steps"
+"""The line that hides or shows tool calls and handoffs (never sent to the model)."""
 
 EXIT_OK = 0
 """Every turn was answered and everything was stored."""
@@ -61,6 +67,10 @@ class Transcript(TextOutput):
 
     def __init__(self, out: TextIO, *, wait_after: float = WAIT_AFTER) -> None:
         super().__init__(label="coach-chat", next_in_chain=None)
+        self.show_steps = True
+        """Whether tool calls and handoffs are printed (``/steps`` toggles it)."""
+        self.replies = 0
+        """How many replies were shown (a reply cut short counts)."""
         self._out = out
         self._color = out.isatty()
         self._wait_after = wait_after
@@ -72,6 +82,10 @@ class Transcript(TextOutput):
     def _write(self, text: str) -> None:
         self._out.write(text)
         self._out.flush()
+
+    def note(self, text: str) -> None:
+        """A line about the chat itself (dimmed on a terminal), never from the model."""
+        self._dim(text)
 
     def _dim(self, text: str) -> None:
         self._end_line()
@@ -132,17 +146,19 @@ class Transcript(TextOutput):
     def on_item(self, event: ConversationItemAddedEvent) -> None:
         item = event.item
         if isinstance(item, llm.ChatMessage) and item.role == "assistant" and item.text_content:
+            self.replies += 1
             suffix = " [interrupted]" if item.interrupted else ""
             if self._line is not None:
                 self._end_line(suffix)  # streamed already
             else:
                 self._end_line()
                 print(f"coach> {item.text_content}{suffix}", file=self._out, flush=True)
-        elif isinstance(item, llm.AgentHandoff) and item.old_agent_id:
+        elif isinstance(item, llm.AgentHandoff) and item.old_agent_id and self.show_steps:
             self._dim(f"  ↪ handoff: {item.old_agent_id} → {item.new_agent_id}")
 
     def on_tools(self, event: FunctionToolsExecutedEvent) -> None:
-        for call, output in zip(event.function_calls, event.function_call_outputs, strict=False):
+        calls = zip(event.function_calls, event.function_call_outputs, strict=False)
+        for call, output in calls if self.show_steps else ():
             status = "error" if output.is_error else "ok"
             self._dim(f"  ⚙ {call.name}({call.arguments}) → {status}")
         self._wait()  # the model is asked again with the tools' results
@@ -231,13 +247,30 @@ async def run_chat(
         session.on("conversation_item_added", transcript.on_item)
         session.on("function_tools_executed", transcript.on_tools)
         url = llm_url(settings)
+        replying: list[bool] = []  # one entry while a turn runs: whether it was interrupted
 
         async def turn(run: Awaitable[Any]) -> bool:
             transcript.begin_turn()
+            replying.append(False)
+            shown = transcript.replies
             try:
                 return await _answered(run, url, stderr, before_error=transcript.end_turn)
             finally:
+                if replying[0] and transcript.replies == shown:
+                    transcript.note("  (interrupted before the reply)")
+                replying.clear()
                 transcript.end_turn()
+
+        def interrupt() -> bool:
+            """Ctrl-C: cut the reply in progress short (True), or end the chat (False)."""
+            if not replying or replying[0]:  # at the prompt, or a second Ctrl-C in one turn
+                if stdout.isatty():
+                    print(file=stdout)  # the shell's prompt on a line of its own
+                return False
+            replying[0] = True
+            with contextlib.suppress(RuntimeError):  # nothing left to interrupt
+                session.interrupt(force=True)
+            return True
 
         async def converse() -> bool:
             answered = await turn(session.start(runtime.first_agent(userdata), capture_run=True))
@@ -246,12 +279,16 @@ async def run_chat(
                 said = line.strip()
                 if said.lower() in QUIT:
                     break
-                if said:
+                if said.lower() == STEPS:
+                    transcript.show_steps = not transcript.show_steps
+                    shown = "shown" if transcript.show_steps else "hidden"
+                    transcript.note(f"  tool calls and handoffs are {shown} ({STEPS} toggles)")
+                elif said:
                     answered &= await turn(session.run(user_input=said))
             return answered
 
         try:
-            answered = await _until_terminated(converse())
+            answered = await _until_terminated(converse(), interrupt=interrupt)
         finally:
             await session.aclose()
     finally:
@@ -267,12 +304,24 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 in progress is cut short, and everything said is stored before the process exits."""
 
 
-async def _until_terminated(conversation: Coroutine[Any, Any, bool]) -> bool:
-    """Run the conversation; a stop signal ends it early (then: True, nothing failed)."""
+async def _until_terminated(
+    conversation: Coroutine[Any, Any, bool], *, interrupt: Callable[[], bool]
+) -> bool:
+    """Run the conversation; a stop signal ends it early (then: True, nothing failed).
+
+    Ctrl-C (SIGINT) first asks ``interrupt`` — which cuts a reply short and returns True —
+    and ends the conversation like a stop signal when it returns False.
+    """
     loop = asyncio.get_running_loop()
     talk = asyncio.ensure_future(conversation)
+
+    def on_ctrl_c() -> None:
+        if not interrupt():
+            talk.cancel()
+
     for stop in STOP_SIGNALS:
         loop.add_signal_handler(stop, talk.cancel)
+    loop.add_signal_handler(signal.SIGINT, on_ctrl_c)
     try:
         return await talk
     except asyncio.CancelledError:
@@ -281,7 +330,7 @@ async def _until_terminated(conversation: Coroutine[Any, Any, bool]) -> bool:
             raise  # cancelled from outside, not by a stop signal
         return True
     finally:
-        for stop in STOP_SIGNALS:
+        for stop in (*STOP_SIGNALS, signal.SIGINT):
             loop.remove_signal_handler(stop)
 
 
