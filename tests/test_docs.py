@@ -186,6 +186,7 @@ def test_the_readme_sections_and_docs_the_code_names_exist() -> None:
     named: list[tuple[Path, str]] = []
     sources = [*ROOT.glob("src/coach/**/*.py"), *ROOT.glob("web/src/**/*.ts*")]
     sources += [*ROOT.glob("tests/**/*.py"), *ROOT.glob("bench/**/*.py")]
+    sources += [ROOT / name for name in (".env.example", "Makefile", "docker-compose.yml")]
     for source in sources:
         if source == Path(__file__):
             continue  # this test's own patterns
