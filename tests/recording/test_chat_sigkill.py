@@ -1,8 +1,8 @@
 """``python -m coach chat`` killed with SIGKILL at a random moment loses at most its commit window.
 
-The README's recording contract: a SIGKILL loses at most the writes of the current commit
-window (``COACH_RECORDER_COMMIT_INTERVAL``, 50 ms by default). This checks it from the
-user's side, on the real command: ``python -m coach chat --user <unique>`` as a
+The recording contract (docs/operations.md): a SIGKILL loses at most the writes of the
+current commit window (``COACH_RECORDER_COMMIT_INTERVAL``, 50 ms by default). This checks
+it from the user's side, on the real command: ``python -m coach chat --user <unique>`` as a
 subprocess, the real openai plugin talking to the fake OpenAI server
 (``tests/fixtures/chat_visit.yaml``: 14 user turns, coach → strategist → evaluator), a
 SQLite file and a PostgreSQL database. The test types one line whenever the previous reply
