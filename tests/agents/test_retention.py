@@ -178,15 +178,29 @@ async def test_erasing_a_session_removes_its_words_from_the_persons_later_sessio
     after = await stored(runtime)
     assert copies(after) == {}
     assert not any(first in row for row in after["session_state"] + after["phase_outputs"])
-    # What was not S1's stays: S2's own challenge, conversation and search query.
+    # What was not S1's stays: S2's own challenge and conversation.
     state = await runtime.store.get_state(second)
     assert state.data["challenge"] == S2_CHALLENGE
     assert state.data["search"] == {"query": None, "results": []}
     assert "Earlier work" not in state.template["markdown"]
     assert state.template["board"]["search"]["results"] == []
+    # The erase is in S2's delta log (data, then the brief rendered again), and the
+    # search that found S1 no longer says what it looked for.
     deltas = await runtime.store.get_deltas(second)
-    assert deltas[-1].action.type == "erase" and deltas[-1].path == "data.search"
-    assert deltas[-1].actor_id == "retention"
+    assert [(d.path, d.action.type, d.actor_id) for d in deltas[-2:]] == [
+        ("data.search", "erase", "retention"),
+        ("template", "erase", "retention"),
+    ]
+    assert deltas[-2].result.count == 2 and deltas[-1].step == state.step
+    (search,) = [d for d in deltas if d.action.tool == "search_past_work"]
+    assert search.action.params == {"query": "[removed session]"}
+    steps = await runtime.store.load_agent_state(second)
+    (listing,) = [
+        s.output
+        for s in steps
+        if isinstance(s, llm.FunctionCallOutput) and s.name == "identify_user"
+    ]
+    assert listing.splitlines()[1] == f"- session_id {first}: [removed session]"
     said = [m.content for m in await runtime.store.get_session_conversation(second)]
     assert "Did I learn anything about storage before?" in said
 
@@ -200,9 +214,11 @@ async def test_erasing_a_session_removes_its_words_from_the_persons_later_sessio
     assert session.userdata.session_id == second
     request = model.requests[-1]
     outputs = dict(request.tool_outputs())
-    listing = outputs["identify_user"]
-    assert f"session_id {first}: [removed session]" in listing
-    assert outputs["search_past_work"].splitlines()[1:] == ["- [removed session]"] * 2
+    assert outputs["search_past_work"].splitlines() == [
+        "2 match(es) from earlier sessions:",
+        "- [removed session]",
+        "- [removed session]",
+    ]
     sent = " ".join(t for _, t in request.messages()) + " ".join(outputs.values())
     assert not any(m in sent.lower() for m in MARKERS)
     # Every tool call in the context still has its result.
