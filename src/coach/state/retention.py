@@ -13,12 +13,13 @@ A later session copies an earlier one of the same person in a few known places:
   zone**'s board and brief rendered from them; a phase's **snapshot** of the zones keeps
   both as they were when the phase ended.
 
-:class:`Redactor` rewrites each of them: a line of a tool result that names or quotes an
-erased session becomes ``[removed session]`` (the call and its result stay a pair, so the
-context stays valid for the model), such a query becomes ``[removed session]``, the
-search results lose the erased session's entries (a search left with none is cleared),
-and a brief that showed them is rendered again from the board. What the person or the
-coach *said* in the later session is that session's own conversation and is not changed.
+:class:`Redactor` rewrites each of them: in a tool result, a line that names an erased
+session keeps the id and says ``[removed session]`` for the rest, and a quote of one
+becomes ``[removed session]`` (the call and its result stay a pair, so the context stays
+valid for the model); such a query becomes ``[removed session]``; the search results
+lose the erased session's entries (a search left with none is cleared); and a brief that
+showed them is rendered again from the board. What the person or the coach *said* in the
+later session is that session's own conversation and is not changed.
 """
 
 from __future__ import annotations
@@ -104,14 +105,13 @@ class Redactor:
             named = f"session_id {sid}"
             if named in line:  # keep what precedes it: indent, bullet, "↳ branch of ..."
                 return f"{line[: line.index(named)]}{named}: {REMOVED}"
-        if any(quote in line for quote in self._quotes):
-            stripped = line.lstrip()
-            bullet = "- " if stripped.startswith("- ") else ""
-            return f"{line[: len(line) - len(stripped)]}{bullet}{REMOVED}"
+        for quote in self._quotes:
+            line = line.replace(quote, REMOVED)
         return line
 
     def text(self, text: str) -> str:
-        """``text`` with each line that names or quotes an erased session replaced."""
+        """``text`` with each line that names an erased session replaced after the id,
+        and each quote of one replaced."""
         return "\n".join(self._line(line) for line in text.split("\n"))
 
     # --- memory steps --------------------------------------------------------------------
