@@ -54,6 +54,8 @@ def test_a_tool_result_is_rewritten_with_its_call_id_and_other_results_untouched
     assert isinstance(rewritten, llm.FunctionCallOutput)
     assert rewritten.call_id == "c1" and rewritten.id == output.id
     assert rewritten.output == f"2 match(es):\n- {REMOVED}\n- (idea) Lockers: for bikes"
+    longer = Redactor([RemovedSession(GONE, None, (work("Lockers", "Lockers at night"),))])
+    assert longer.text("- (insight) Lockers at night") == f"- {REMOVED}"
     untouched = output.model_copy(update={"output": "Idea recorded with id idea_1."})
     assert REDACTOR.step(untouched) is None
 

@@ -82,7 +82,7 @@ class Redactor:
         self._work = tuple(work for r in removed for work in r.work)
         quotes = {f'"{r.challenge}"' for r in removed if r.challenge}
         quotes |= {f"({item['kind']}) {item['text']}" for item in self._items()}
-        self._quotes = tuple(sorted(quotes))
+        self._quotes = tuple(sorted(quotes, key=len, reverse=True))  # a longer one first
 
     def _items(self) -> Iterable[JSON]:
         for work in self._work:
