@@ -48,7 +48,7 @@ from .branches import branch
 from .codec import StepCodec
 from .conversation import conversation_select
 from .engine import DEFAULT_TIMEOUT, Database, create_engine
-from .lifecycle import delete_sessions, delete_user
+from .lifecycle import delete_user, erase_sessions
 from .memory import StepLinks, decode_or_empty, fetch_steps, read_steps, step_links, stored_count
 from .migrate import require_current, upgrade
 from .person import fetch_person, person_deltas, write_person
@@ -268,9 +268,14 @@ class Repository:
         return found
 
     async def delete_session(self, session_id: str) -> bool:
-        """Erase a session and every row of it (one transaction); False if unknown."""
+        """Erase a session and every row of it, and what the person's other sessions
+        hold of it (:func:`~.lifecycle.erase_sessions`; one transaction); False if
+        unknown."""
+        now = self._clock()
         deleted = await self._db.run(
-            lambda conn: delete_sessions(conn, [session_id]), write=True, what="delete_session"
+            lambda conn: erase_sessions(conn, self._codec, [session_id], now),
+            write=True,
+            what="delete_session",
         )
         return deleted > 0
 
@@ -285,17 +290,19 @@ class Repository:
         self, *, older_than: datetime, status: str | None = None, dry_run: bool = False
     ) -> list[SessionRecord]:
         """Erase the sessions last updated before ``older_than`` (only those with
-        ``status``, if given) in one transaction; return them as they were. With
-        ``dry_run`` nothing is erased."""
+        ``status``, if given), and what the same people's other sessions hold of them,
+        in one transaction; return them as they were. With ``dry_run`` nothing is
+        erased."""
         if status is not None:
             check_status(status, SESSION_STATUSES, "session")
 
         stmt = expired_select(self._phase_ids, older_than, status)
+        now = self._clock()
 
         def unit(conn: Connection) -> list[SessionRecord]:
             found = [session_record(row) for row in conn.execute(stmt)]
             if not dry_run:
-                delete_sessions(conn, [s.id for s in found])
+                erase_sessions(conn, self._codec, [s.id for s in found], now)
             return found
 
         return await self._db.run(unit, write=not dry_run, what="prune_sessions")

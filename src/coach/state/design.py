@@ -139,15 +139,21 @@ def search_results(data: JSON, query: str, results: list[JSON]) -> tuple[JSON | 
     return new, Change("update", "data.search", len(results), ["kind", "text", "session_id"])
 
 
+def work_items(data: JSON) -> list[JSON]:
+    """The insights and ideas of one data zone as a search finds them: ``kind`` and
+    ``text`` (an idea's text is ``"title: description"``)."""
+    items = [{"kind": "insight", "text": i["text"]} for i in data.get("insights", [])]
+    items += [
+        {"kind": "idea", "text": f"{i['title']}: {i['description']}"} for i in data.get("ideas", [])
+    ]
+    return items
+
+
 def search_items(data: JSON, query: str) -> list[JSON]:
     """Insights and ideas of one data zone that match every word of ``query``."""
     words = [w for w in query.lower().split() if w]
     if not words:
         return []
-    items = [("insight", i["text"]) for i in data.get("insights", [])]
-    items += [("idea", f"{i['title']}: {i['description']}") for i in data.get("ideas", [])]
     return [
-        {"kind": kind, "text": text}
-        for kind, text in items
-        if all(word in text.lower() for word in words)
+        item for item in work_items(data) if all(word in item["text"].lower() for word in words)
     ]

@@ -86,7 +86,14 @@ class Store(Protocol):
         ...
 
     async def delete_session(self, session_id: str) -> bool:
-        """Erase a session with every row of it, in one transaction (False: unknown)."""
+        """Erase a session with every row of it, in one transaction (False: unknown).
+
+        In the same transaction, what the same person's other sessions hold of it is
+        taken out (the rules of :mod:`coach.state.retention`): tool results that list or
+        quote it and a search query that found its work (memory steps, re-signed), its
+        search results (data zone, with a delta that moves the state on), a brief that
+        showed them (template zone, rendered again), the same in phase snapshots, and the
+        query in the search's delta. What was said in those sessions is not changed."""
         ...
 
     async def delete_user(self, identity: str) -> int | None:
@@ -98,7 +105,9 @@ class Store(Protocol):
         self, *, older_than: datetime, status: str | None = None, dry_run: bool = False
     ) -> list[SessionRecord]:
         """Erase the sessions last updated before ``older_than`` (with ``status``, if
-        given) in one transaction, and return them; ``dry_run`` erases nothing."""
+        given) in one transaction, each as :meth:`delete_session` does (its quotes in the
+        same people's other sessions included), and return them; ``dry_run`` erases
+        nothing."""
         ...
 
     async def get_session(
