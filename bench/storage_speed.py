@@ -135,7 +135,8 @@ class RawCoachRows:
     def rows(self, start: int, turn: Turn) -> tuple[int, list[tuple[Any, ...]]]:
         """The turn's step rows as coach stores them (text left out, signed with it)."""
         out = []
-        for offset, (step, text) in enumerate(zip(chat_items(turn), (turn.user, turn.assistant), strict=True)):
+        texts = (turn.user, turn.assistant)
+        for offset, (step, text) in enumerate(zip(chat_items(turn), texts, strict=True)):
             seq = start + offset
             payload = self.codec.dumps(step, elide_text=True)
             signed = self.codec.sign(self.session_id, seq, payload, text=text)
