@@ -95,12 +95,13 @@ class EncodedStep:
 
 
 class _AllowListUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, allowed: frozenset[tuple[str, str]]) -> None:
-        super().__init__(io.BytesIO(data))
-        self._allowed = allowed
+    """Resolves only the globals of ``allowed`` (a class attribute: each codec makes a
+    subclass with its own, so no Python ``__init__`` runs per step)."""
+
+    allowed: frozenset[tuple[str, str]] = ALLOWED_GLOBALS
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in self._allowed:
+        if (module, name) not in self.allowed:
             raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
         return super().find_class(module, name)
 
@@ -119,6 +120,9 @@ class StepCodec:
             raise ValueError("the memory secret must be at least 16 bytes long")
         self._secret = secret
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
+        self._unpickler = type(
+            "_CodecUnpickler", (_AllowListUnpickler,), {"allowed": self._allowed}
+        )
 
     def dumps(self, step: object, *, elide_text: bool = False) -> bytes:
         """Encode one step as a version-2 payload (unsigned; :meth:`sign` binds it).
@@ -232,11 +236,11 @@ class StepCodec:
                 raise CorruptBlob(f"step {seq} of session {session_id}: signature mismatch")
             try:
                 if version == 1:
-                    steps.append(_AllowListUnpickler(payload, self._allowed).load())
+                    steps.append(self._unpickler(io.BytesIO(payload)).load())
                     continue
                 if payload[:1] == _ZLIB_HEADER:
                     payload = zlib.decompress(payload)
-                envelope = _AllowListUnpickler(payload, self._allowed).load()
+                envelope = self._unpickler(io.BytesIO(payload)).load()
                 steps.append(self._restore(envelope, text))
             except Exception as exc:  # any unpickling failure means a corrupt blob
                 where = f"step {seq} of session {session_id}"
@@ -260,16 +264,12 @@ class StepCodec:
             fields["id"] = ident
         if created is not None:
             fields["created_at"] = created
-        cls, defaults = _model(module, name)
-        state, matched = {}, 0
-        for field_name, default, factory in defaults:  # the model's order
-            if field_name in fields:
-                state[field_name] = fields[field_name]
-                matched += 1
-            else:
-                state[field_name] = factory() if factory is not None else default
-        if matched < len(fields):
-            state.update(fields)  # a field the model does not declare: kept, as stored
+        cls, template, factories = _model(module, name)
+        state = template.copy()  # every field in the model's order, then the stored ones
+        state.update(fields)
+        for field_name, factory in factories:
+            if field_name not in fields:
+                state[field_name] = factory()
         step = cls.__new__(cls)
         step.__setstate__(
             {
@@ -308,11 +308,15 @@ def _bound(codec: str, version: int, session_id: str) -> bytes:
 
 
 @functools.cache
-def _model(module: str, name: str) -> tuple[Any, tuple[tuple[str, object, Any], ...]]:
-    """An allowed model class and its fields in order with ``(default, factory)``
-    (resolved once per class; the caller checked the allow-list)."""
+def _model(module: str, name: str) -> tuple[Any, dict[str, object], tuple[tuple[str, Any], ...]]:
+    """An allowed model class (the caller checked the allow-list), its fields in order
+    with their defaults (``None`` where a factory makes the value), and the factories:
+    resolved once per class."""
     cls = getattr(importlib.import_module(module), name)
-    return cls, tuple((n, d, f) for n, (d, f) in _defaults(cls).items())
+    defaults = _defaults(cls)
+    template = {n: (None if f is not None else d) for n, (d, f) in defaults.items()}
+    factories = tuple((n, f) for n, (d, f) in defaults.items() if f is not None)
+    return cls, template, factories
 
 
 @functools.cache
