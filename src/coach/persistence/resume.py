@@ -36,15 +36,6 @@ are the window's exchanges with the tool calls between them."""
 
 
 @dataclass(frozen=True, slots=True)
-class _Message:
-    role: str
-    content: str
-    phase_id: str | None
-    interrupted: bool
-    id: int
-
-
-@dataclass(frozen=True, slots=True)
 class Loaded:
     """The rows of a resume; memory steps are still encoded (``steps_from .. stored``)."""
 
@@ -89,11 +80,11 @@ def read_resume(
     done = completed_phase_ids(outputs)
     if not done:
         raise NothingToResume(session_id)
-    messages: list[_Message] = []
+    messages: list[AnyRow] = []  # rows name their columns as the history reads them
     older = False
     if max_pairs:
         # One message more than the window: whether older ones exist.
-        messages = [_Message(*r) for r in fetch_window(conn, session_id, 2 * max_pairs + 1)]
+        messages = fetch_window(conn, session_id, 2 * max_pairs + 1)
         older = len(messages) > 2 * max_pairs
         messages = messages[-2 * max_pairs :]
     stored = int(row.memory_steps)
