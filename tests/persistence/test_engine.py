@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
@@ -15,6 +17,7 @@ from coach.errors import ConfigError, StorageError
 from coach.persistence import Repository, open_repository
 from coach.persistence.engine import Database, is_transient
 from coach.state import DeltaSpec
+from coach.store import AddMessage
 from tests.recording.tcp_proxy import TcpProxy
 
 
@@ -120,3 +123,41 @@ async def test_a_stalled_postgresql_fails_a_call_in_bounded_time(
 async def test_a_str_secret_is_refused_where_it_is_passed(sqlite_url: str) -> None:
     with pytest.raises(ConfigError, match="secret must be bytes"):
         await open_repository(sqlite_url, secret="not-bytes")  # type: ignore[arg-type]
+
+
+async def _terminate_coach_connections(url: str) -> int:
+    """Close, on the server, every connection of coach's pool to ``url``'s database."""
+    target = make_url(url)
+    admin = await asyncpg.connect(target.set(drivername="postgresql").render_as_string(False))
+    try:
+        return len(
+            await admin.fetch(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = 'coach'"
+            )
+        )
+    finally:
+        await admin.close()
+
+
+@pytest.mark.postgres
+async def test_a_connection_the_server_closed_is_replaced_by_the_next_call(
+    postgres_url: str, memory_secret: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No pre-ping: the pooled connection's death shows at its first statement, and the
+    # call is retried on a new connection — it succeeds, and writes once.
+    repo = await open_repository(postgres_url, secret=memory_secret, pool_size=1, max_overflow=0)
+    try:
+        user = await repo.get_or_create_user("ada")
+        sid = (await repo.create_session(user.id)).id
+        with caplog.at_level(logging.DEBUG, logger="coach.persistence"):
+            assert await _terminate_coach_connections(postgres_url) == 1
+            assert (await repo.get_session(sid)) is not None  # a read
+            assert await _terminate_coach_connections(postgres_url) == 1
+            await repo.write_batch([AddMessage(sid, "user", "still here?")])  # a write
+        retried = [getattr(r, "operation", None) for r in caplog.records if "retrying" in r.msg]
+        assert retried == ["get_session", "write_batch"]  # each found its connection dead
+        conversation = await repo.get_session_conversation(sid)
+        assert [m.content for m in conversation] == ["still here?"]
+    finally:
+        await repo.aclose()

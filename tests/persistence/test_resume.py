@@ -186,3 +186,41 @@ async def test_resume_loads_only_the_newest_memory_steps(repo: Repository) -> No
     steps_reads = [s for s in statements if "agent_steps" in s]
     assert len(steps_reads) == 1 and "agent_steps.seq >=" in steps_reads[0]
     assert (await repo.resume_session(sid, user_id=uid)).memory == items  # under the cap: all
+
+
+async def test_resume_reads_the_steps_of_the_window_exchanges(repo: Repository) -> None:
+    from livekit.agents import llm
+
+    from coach.store import AddMessage, AppendSteps
+
+    uid, sid = await _user_session(repo)
+    await _complete(repo, sid, "challenge")
+    steps: list[object] = [llm.AgentHandoff(new_agent_id="coach")]
+    await repo.append_agent_steps(sid, steps, start=0)
+    for turn in range(8):  # a message, a tool call and its output, the reply
+        said = llm.ChatMessage(role="user", content=[f"u{turn}"])
+        call = llm.FunctionCall(call_id=f"c{turn}", name="add_insight", arguments="{}")
+        done = llm.FunctionCallOutput(
+            call_id=f"c{turn}", name="add_insight", output="ok", is_error=False
+        )
+        reply = llm.ChatMessage(role="assistant", content=[f"a{turn}"])
+        turn_steps = (said, call, done, reply)
+        await repo.write_batch(
+            [
+                AddMessage(sid, "user", f"u{turn}"),
+                AddMessage(sid, "assistant", f"a{turn}"),
+                AppendSteps(sid, len(steps), turn_steps),
+            ]
+        )
+        steps += turn_steps
+
+    # A full window (older messages before it): the steps from its oldest message on.
+    windowed = await repo.resume_session(sid, user_id=uid, max_pairs=3)
+    assert [m.content for m in windowed.context.history][:1] == ["u5"]
+    assert windowed.memory == steps[-12:] and windowed.stored_steps == len(steps)
+    # max_steps still caps it.
+    assert (await repo.resume_session(sid, user_id=uid, max_pairs=3, max_steps=5)).memory == (
+        steps[-5:]
+    )
+    # The window holds the whole conversation: every step, the handoff before it too.
+    assert (await repo.resume_session(sid, user_id=uid, max_pairs=8)).memory == steps

@@ -27,7 +27,7 @@ import importlib
 import io
 import pickle
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -95,12 +95,13 @@ class EncodedStep:
 
 
 class _AllowListUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, allowed: frozenset[tuple[str, str]]) -> None:
-        super().__init__(io.BytesIO(data))
-        self._allowed = allowed
+    """Resolves only the globals of ``allowed`` (a class attribute: each codec makes a
+    subclass with its own, so no Python ``__init__`` runs per step)."""
+
+    allowed: frozenset[tuple[str, str]] = ALLOWED_GLOBALS
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in self._allowed:
+        if (module, name) not in self.allowed:
             raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
         return super().find_class(module, name)
 
@@ -119,6 +120,9 @@ class StepCodec:
             raise ValueError("the memory secret must be at least 16 bytes long")
         self._secret = secret
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
+        self._unpickler = type(
+            "_CodecUnpickler", (_AllowListUnpickler,), {"allowed": self._allowed}
+        )
 
     def dumps(self, step: object, *, elide_text: bool = False) -> bytes:
         """Encode one step as a version-2 payload (unsigned; :meth:`sign` binds it).
@@ -161,13 +165,18 @@ class StepCodec:
     ) -> bytes:
         """Return the HMAC-SHA256 of a payload bound to its session, position and codec
         (and to the text it left out, if any)."""
-        parts = [codec.encode(), str(version).encode(), session_id.encode()]
+        return self._mac(_bound(codec, version, session_id), seq, payload, version, text)
+
+    def _mac(self, bound: bytes, seq: int, payload: bytes, version: int, text: str | None) -> bytes:
+        # The message is the length-prefixed parts — the domain, the text left out (if
+        # any), codec, version, session — then the position and the payload; ``bound``
+        # is the codec, version and session part, the same for every step of a batch.
         if text is None:
-            parts.insert(0, _DOMAIN)
+            head = _HEAD
         else:
-            parts[:0] = [_DOMAIN_WITH_TEXT, text.encode("utf-8", "surrogatepass")]
-        message = b"".join(len(part).to_bytes(4, "big") + part for part in parts)
-        message += seq.to_bytes(8, "big", signed=True) + payload
+            said = text.encode("utf-8", "surrogatepass")
+            head = _HEAD_WITH_TEXT + len(said).to_bytes(4, "big") + said
+        message = head + bound + seq.to_bytes(8, "big", signed=True) + payload
         digest = hmac.digest(self._secret, message, "sha256")
         # Version 2 keeps the first 128 bits (HMAC-SHA256-128): as strong against forgery
         # as needed here, and half the bytes on every stored step.
@@ -201,29 +210,42 @@ class StepCodec:
                 foreign or moved blob), or the payload does not unpickle within the
                 allow-list. Nothing of the payload runs in any of these cases.
         """
-        where = f"step {stored.seq} of session {session_id}"
-        if stored.codec != CODEC_NAME or stored.version not in (1, CODEC_VERSION):
-            raise CorruptBlob(f"{where}: unknown codec {stored.codec!r} v{stored.version}")
-        expected = self.signature(
-            session_id,
-            stored.seq,
-            stored.payload,
-            codec=stored.codec,
-            version=stored.version,
-            text=stored.text,
-        )
-        if not hmac.compare_digest(expected, bytes(stored.signature)):
-            raise CorruptBlob(f"{where}: signature mismatch")
-        try:
-            payload = bytes(stored.payload)
-            if stored.version == 1:
-                return _AllowListUnpickler(payload, self._allowed).load()
-            if payload[:1] == _ZLIB_HEADER:
-                payload = zlib.decompress(payload)
-            envelope = _AllowListUnpickler(payload, self._allowed).load()
-            return self._restore(envelope, stored.text)
-        except Exception as exc:  # any unpickling failure means a corrupt blob
-            raise CorruptBlob(f"{where}: {type(exc).__name__}: {exc}") from exc
+        row = (stored.seq, stored.codec, stored.version, stored.signature, stored.payload)
+        return self.decode_rows(session_id, [(*row, stored.text)])[0]
+
+    def decode_rows(self, session_id: str, rows: Iterable[Sequence[Any]]) -> list[object]:
+        """:meth:`decode` of many rows of one session, each ``(seq, codec, version,
+        signature, payload, text)`` as stored (columns after those are ignored).
+
+        Raises:
+            CorruptBlob: At the first row :meth:`decode` would refuse.
+        """
+        bound: dict[tuple[str, int], bytes] = {}
+        steps = []
+        for row in rows:
+            seq, codec, version, signature, payload, text = row[:6]
+            key = (codec, version)
+            if key not in bound:
+                if codec != CODEC_NAME or version not in (1, CODEC_VERSION):
+                    where = f"step {seq} of session {session_id}"
+                    raise CorruptBlob(f"{where}: unknown codec {codec!r} v{version}")
+                bound[key] = _bound(codec, version, session_id)
+            payload = bytes(payload)
+            expected = self._mac(bound[key], seq, payload, version, text)
+            if not hmac.compare_digest(expected, bytes(signature)):
+                raise CorruptBlob(f"step {seq} of session {session_id}: signature mismatch")
+            try:
+                if version == 1:
+                    steps.append(self._unpickler(io.BytesIO(payload)).load())
+                    continue
+                if payload[:1] == _ZLIB_HEADER:
+                    payload = zlib.decompress(payload)
+                envelope = self._unpickler(io.BytesIO(payload)).load()
+                steps.append(self._restore(envelope, text))
+            except Exception as exc:  # any unpickling failure means a corrupt blob
+                where = f"step {seq} of session {session_id}"
+                raise CorruptBlob(f"{where}: {type(exc).__name__}: {exc}") from exc
+        return steps
 
     def _restore(self, envelope: Any, text: str | None) -> object:
         if envelope[0] == _PLAIN:
@@ -235,21 +257,23 @@ class StepCodec:
         if kind == _MODEL_WITHOUT_TEXT:
             if text is None:
                 raise pickle.UnpicklingError("the step's text is missing")
-            fields = {**fields, "content": [text]}
+            fields["content"] = [text]  # a dict the unpickler just made: ours to change
         if fields_set is None:
             fields_set = tuple(fields)
-        positional = {"id": ident, "created_at": created}
-        fields = {**fields, **{k: v for k, v in positional.items() if v is not None}}
-        cls = getattr(importlib.import_module(module), name)
-        values = {
-            field_name: factory() if factory is not None else default
-            for field_name, (default, factory) in _defaults(cls).items()
-            if field_name not in fields
-        }
+        if ident is not None:
+            fields["id"] = ident
+        if created is not None:
+            fields["created_at"] = created
+        cls, template, factories = _model(module, name)
+        state = template.copy()  # every field in the model's order, then the stored ones
+        state.update(fields)
+        for field_name, factory in factories:
+            if field_name not in fields:
+                state[field_name] = factory()
         step = cls.__new__(cls)
         step.__setstate__(
             {
-                "__dict__": {**values, **fields},
+                "__dict__": state,
                 "__pydantic_extra__": None,
                 "__pydantic_fields_set__": set(fields_set),
                 "__pydantic_private__": private,
@@ -268,6 +292,31 @@ def _state(model: Any) -> tuple[dict[str, Any], tuple[str, ...], object]:
         if name not in defaults or value != _default_value(*defaults[name])
     }
     return fields, tuple(sorted(model.__pydantic_fields_set__)), model.__pydantic_private__
+
+
+def _part(part: bytes) -> bytes:
+    return len(part).to_bytes(4, "big") + part
+
+
+_HEAD: Final = _part(_DOMAIN)
+_HEAD_WITH_TEXT: Final = _part(_DOMAIN_WITH_TEXT)
+
+
+def _bound(codec: str, version: int, session_id: str) -> bytes:
+    """The signed message's codec, version and session parts."""
+    return _part(codec.encode()) + _part(str(version).encode()) + _part(session_id.encode())
+
+
+@functools.cache
+def _model(module: str, name: str) -> tuple[Any, dict[str, object], tuple[tuple[str, Any], ...]]:
+    """An allowed model class (the caller checked the allow-list), its fields in order
+    with their defaults (``None`` where a factory makes the value), and the factories:
+    resolved once per class."""
+    cls = getattr(importlib.import_module(module), name)
+    defaults = _defaults(cls)
+    template = {n: (None if f is not None else d) for n, (d, f) in defaults.items()}
+    factories = tuple((n, f) for n, (d, f) in defaults.items() if f is not None)
+    return cls, template, factories
 
 
 @functools.cache

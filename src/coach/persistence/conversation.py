@@ -88,7 +88,7 @@ def _time_of(session_id: str, message_id: int) -> Any:
 
 
 _WINDOW: Final = (
-    select(_C.role, _C.content, _C.phase_id, _C.interrupted)
+    select(_C.role, _C.content, _C.phase_id, _C.interrupted, _C.id)
     .where(_C.session_id == bindparam("b_id"))
     .order_by(_C.created_at.desc(), _C.id.desc())
     .limit(bindparam("b_limit"))
@@ -96,6 +96,7 @@ _WINDOW: Final = (
 
 
 def fetch_window(conn: Connection, session_id: str, count: int) -> list[AnyRow]:
-    """The newest ``count`` messages, oldest first (role, content, phase, interrupted)."""
+    """The newest ``count`` messages, oldest first (role, content, phase, interrupted,
+    id)."""
     rows = conn.execute(_WINDOW, {"b_id": session_id, "b_limit": count}).all()
     return list(rows)[::-1]

@@ -6,8 +6,13 @@
   transactions ``BEGIN IMMEDIATE``, so two writers queue on the busy timeout instead of
   failing with a lock-upgrade deadlock. SQLite is for one worker; fleets use PostgreSQL.
 * **PostgreSQL** (``postgresql+asyncpg``): a pool of ``pool_size`` + ``max_overflow``
-  connections with ``pool_pre_ping``; writers lock the rows that order them
-  (``SELECT ... FOR NO KEY UPDATE``) inside the transaction.
+  connections; writers lock the rows that order them (``SELECT ... FOR NO KEY UPDATE``)
+  inside the transaction. No ``pool_pre_ping`` (a round trip before every transaction):
+  a pooled connection the server closed (a restart, ``pg_terminate_backend``, an idle
+  timeout) fails its first statement, SQLAlchemy invalidates it — and every other
+  connection of the pool that is as old — and :meth:`Database.run` retries the unit on a
+  new one, so the call succeeds. (A connection lost *during* ``COMMIT`` is not retried:
+  the commit may have landed. The caller gets a transient ``StorageError``.)
 * :class:`Database` runs units of work: plain functions over one SQLAlchemy Core
   ``Connection`` in one transaction. On PostgreSQL they run on the event loop through
   asyncpg (``run_sync``); on SQLite, whose driver is a blocking library, each runs whole
@@ -138,7 +143,6 @@ def create_engine(
         echo=echo,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
         pool_recycle=1800,
         **kwargs,
     )
@@ -265,11 +269,13 @@ class Database:
             self._sync = _sqlite_engine(parsed, pool_size, busy_timeout_ms)
             workers = 1 if isinstance(self._sync.pool, StaticPool) else pool_size
             self._threads = ThreadPoolExecutor(workers, thread_name_prefix="coach-db")
+            self._sync_write = self._sync.execution_options(**{_WRITE_OPTION: True})
             self.sync_engine = self._sync
         else:
             self._async = create_engine(
                 parsed, pool_size=pool_size, max_overflow=max_overflow, timeout=timeout
             )
+            self._async_write = write_engine(self._async)
             self.sync_engine = self._async.sync_engine
         self.timeout = timeout
         self.url = parsed
@@ -311,11 +317,10 @@ class Database:
     async def _run(
         self, op: Callable[[Connection], T], *, write: bool, what: str, attempts: int
     ) -> T:
-        options = {_WRITE_OPTION: True} if write else {}
         for attempt in range(1, attempts + 1):
             committing = False
             try:
-                return await self._once(op, options)
+                return await self._once(op, write)
             except CoachError:
                 raise
             except _CommitFailed as failed:
@@ -342,11 +347,11 @@ class Database:
             raise wrapped from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _once(self, op: Callable[[Connection], T], options: dict[str, Any]) -> T:
+    async def _once(self, op: Callable[[Connection], T], write: bool) -> T:
         if self._sync is not None:
             if self._threads is None:
                 raise StorageError("the database is closed")
-            engine = self._sync.execution_options(**options) if options else self._sync
+            engine = self._sync_write if write else self._sync
 
             def unit() -> T:
                 with engine.connect() as conn:
@@ -359,7 +364,7 @@ class Database:
 
             return await asyncio.get_running_loop().run_in_executor(self._threads, unit)
         assert self._async is not None
-        engine_async = self._async.execution_options(**options) if options else self._async
+        engine_async = self._async_write if write else self._async
         async with engine_async.connect() as conn:
             return await conn.run_sync(_transact, op)
 

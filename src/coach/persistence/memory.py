@@ -12,11 +12,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.orm import aliased
 
 from ..errors import CorruptBlob, InvalidWrite
-from .codec import EncodedStep, StepCodec
+from .codec import StepCodec
 from .schema import AgentStep, SessionConversation
 from .sql import AGENT_STEPS, SESSIONS, AnyRow
 
@@ -28,6 +29,7 @@ __all__ = [
     "message_text",
     "read_steps",
     "fetch_steps",
+    "fetch_steps_from_message",
     "step_links",
     "step_window",
     "stored_count",
@@ -56,6 +58,7 @@ def message_text(step: object) -> tuple[str, str] | None:
 
 
 _INSERT: Final = AGENT_STEPS.insert()
+_OLDER: Final = aliased(AgentStep)
 _COUNT: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
 _COUNT_LOCKED: Final = _COUNT.with_for_update(key_share=True)
 
@@ -148,6 +151,43 @@ def fetch_steps(conn: Connection, session_id: str, first: int, end: int) -> list
     return list(conn.execute(_STEPS, params).all())
 
 
+_FROM_MESSAGE: Final = func.coalesce(
+    select(func.min(_OLDER.seq))
+    .where(
+        _OLDER.session_id == bindparam("b_id"),
+        _OLDER.seq >= bindparam("b_first"),
+        _OLDER.seq < bindparam("b_end"),
+        _OLDER.message_id >= bindparam("b_message"),
+    )
+    .scalar_subquery(),
+    bindparam("b_first"),
+)
+_STEPS_FROM_MESSAGE: Final = (
+    select(*_COLUMNS, SessionConversation.content, _FROM_MESSAGE.label("start"))
+    .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
+    .where(
+        AgentStep.session_id == bindparam("b_id"),
+        AgentStep.seq >= _FROM_MESSAGE,
+        AgentStep.seq < bindparam("b_end"),
+    )
+    .order_by(AgentStep.seq)
+)
+
+
+def fetch_steps_from_message(
+    conn: Connection, session_id: str, first: int, end: int, message_id: int | None
+) -> tuple[int, list[AnyRow]]:
+    """The rows of :func:`fetch_steps`, but from the first step (of ``first .. end - 1``)
+    that carries message ``message_id`` or a later one — the steps of the exchanges since
+    that message. No such step (or ``message_id`` ``None``): from ``first``. Returns the
+    position the rows start at, and the rows."""
+    if end <= first:
+        return first, []
+    params = {"b_id": session_id, "b_first": first, "b_end": end, "b_message": message_id}
+    rows = list(conn.execute(_STEPS_FROM_MESSAGE, params).all())
+    return (int(rows[0].start) if rows else first), rows
+
+
 def read_steps(
     conn: Connection,
     session_id: str,
@@ -172,7 +212,7 @@ def _decode_all(
             f"session {session_id}: memory step {missing} is missing "
             f"({len(rows)} of steps {first}..{end - 1} stored)"
         )
-    return [codec.decode(session_id, EncodedStep(*row)) for row in rows]
+    return codec.decode_rows(session_id, rows)
 
 
 def decode_or_empty(

@@ -1,8 +1,9 @@
 """Reading a session for continuation (SPEC §5): one transaction, bounded by the window.
 
 Every statement here is served by an index and limited — the phase outputs (at most one
-per manifest phase), the newest ``2 * max_pairs`` messages, the newest ``max_steps``
-memory steps — so a resume costs the same at 10,000 turns as at 100.
+per manifest phase), the newest ``2 * max_pairs`` messages, the memory steps of those
+messages' exchanges (the newest ``max_steps`` at most) — so a resume costs the same at
+10,000 turns as at 100.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..errors import NothingToResume, SessionCompleted, SessionFailed, SessionNo
 from ..state.resume import ResumeContext, completed_phase_ids, next_phase_id, reconstruct_history
 from ..store import PhaseOutputRecord, SessionRecord, StateRecord
 from .conversation import fetch_window
-from .memory import fetch_steps, step_window
+from .memory import fetch_steps_from_message, step_window
 from .phases import OUTPUT_COLUMNS
 from .schema import PhaseOutput, SessionRow
 from .sessions import session_record, session_select
@@ -29,16 +30,9 @@ from .zones import fetch_state
 __all__ = ["DEFAULT_MAX_STEPS", "Loaded", "read_resume"]
 
 DEFAULT_MAX_STEPS: Final = 100
-"""Memory steps a resume loads at most: the newest ones — about the 25 exchanges of the
-reconstructed window (SPEC §5) with the tool calls between them."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Message:
-    role: str
-    content: str
-    phase_id: str | None
-    interrupted: bool
+"""Memory steps a resume loads at most: the newest ones — from the step of the oldest
+message of the reconstructed window (SPEC §5) on, when the window is full, so the steps
+are the window's exchanges with the tool calls between them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +80,20 @@ def read_resume(
     done = completed_phase_ids(outputs)
     if not done:
         raise NothingToResume(session_id)
-    messages: list[_Message] = []
+    messages: list[AnyRow] = []  # rows name their columns as the history reads them
+    older = False
     if max_pairs:
-        messages = [_Message(*r) for r in fetch_window(conn, session_id, 2 * max_pairs)]
+        # One message more than the window: whether older ones exist.
+        messages = fetch_window(conn, session_id, 2 * max_pairs + 1)
+        older = len(messages) > 2 * max_pairs
+        messages = messages[-2 * max_pairs :]
     stored = int(row.memory_steps)
     first, end = step_window(stored, newest=max_steps)
-    step_rows = fetch_steps(conn, session_id, first, end)
+    # With messages older than the window, the steps of those exchanges are not in the
+    # resumed context: they are neither read nor decoded. (Steps that carry no message
+    # id — stored apart from their message — are read up to ``max_steps``.)
+    oldest = messages[0].id if older else None
+    first, step_rows = fetch_steps_from_message(conn, session_id, first, end, oldest)
     window = [o for o in outputs if o.status == "completed" and o.system_prompt is not None]
     context = ResumeContext(
         history=reconstruct_history(window[-max_pairs:] if max_pairs else [], messages, max_pairs),

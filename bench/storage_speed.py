@@ -1,0 +1,422 @@
+"""coach's hot storage paths against the fastest peer and raw sqlite3, in process CPU.
+
+Run from the repository root (the peer comes with the ``bench`` extra)::
+
+    python -m bench.storage_speed                      # SQLite: writes and resume
+    python -m bench.storage_speed --rounds 5 --turns 500 --reads 20   # a smoke run
+    python -m bench.storage_speed --pg-transactions 300               # + PostgreSQL pings
+
+What is compared (issue 25's targets):
+
+* **A turn written.** ``coach write_batch`` (two ``AddMessage`` and one ``AppendSteps`` of
+  the two ``ChatMessage`` steps: one transaction), openai-agents' ``SQLiteSession``
+  (one ``add_items`` of the user and the assistant item; stdlib ``sqlite3`` in one worker
+  thread) and **raw sqlite3 writing coach's own rows** — the session's claim, two
+  conversation rows and two step rows whose (already encoded and signed) bytes are
+  made before the timer, one thread hand-off, one commit: the floor for coach's layout.
+  Each store writes ``--turns`` turns of one session into a fresh file per round.
+* **Resume at ``--resume-turns`` turns.** ``coach resume_session`` (the 25-pair window
+  and the newest memory steps, verified and unpickled), ``SQLiteSession.get_items(limit=50)``
+  and raw sqlite3 reading the rows ``resume_session`` reads (session, outputs, the
+  newest 50 messages, the newest 100 step rows, the state) in one hand-off, undecoded.
+
+Every figure is **process CPU** (``time.process_time``: all threads — the loop and the
+database threads), per turn or per read, for one store's batch of a round; a round runs
+every store once, in an order that rotates, and a ratio is coach's batch over the peer's
+batch *of the same round*; the report is the median of those ratios and their range.
+Garbage is collected before each batch (outside the timing); the collections a batch
+causes count. Wall time is printed beside it for reference only: on a shared machine
+only the paired ratios mean something.
+
+With ``--pg-transactions N`` it also counts, on PostgreSQL, the round trips that
+``pool_pre_ping`` adds: N one-turn ``write_batch`` calls, with the pings the pool sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from coach.persistence import open_repository
+from coach.persistence.codec import StepCodec
+from coach.store import AddMessage, AppendSteps
+
+from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items
+from .measure import pg_database, pg_url, sqlite_dir, sqlite_url
+from .text import Turn, turns
+
+COMMAND = "python -m bench.storage_speed"
+COACH = "coach write_batch"
+RESUME = "coach resume_session"
+PEER = AgentsSQLiteBackend.label
+RAW = "raw sqlite3 (coach's rows)"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One store's batch of a round: process CPU and wall seconds over ``count`` ops."""
+
+    cpu: float
+    wall: float
+    count: int
+
+    @property
+    def cpu_per_op(self) -> float:
+        """Process CPU seconds per op."""
+        return self.cpu / self.count
+
+
+async def measured(count: int, op: Callable[[int], Awaitable[object]]) -> Batch:
+    """Run ``op(0) .. op(count - 1)`` under the process CPU clock (GC before, not in)."""
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    for n in range(count):
+        await op(n)
+    return Batch(time.process_time() - cpu, time.perf_counter() - wall, count)
+
+
+def ratio(batches: dict[str, list[Batch]], label: str, anchor: str) -> tuple[float, float, float]:
+    """Median, min and max of ``label``/``anchor`` CPU per op, paired by round."""
+    pairs = [
+        a.cpu_per_op / b.cpu_per_op for a, b in zip(batches[label], batches[anchor], strict=True)
+    ]
+    return statistics.median(pairs), min(pairs), max(pairs)
+
+
+def rotate(labels: Sequence[str], n: int) -> list[str]:
+    """The round's order: rotated by ``n``, reversed every other round."""
+    order = list(labels[n % len(labels) :]) + list(labels[: n % len(labels)])
+    return order[::-1] if n % 2 else order
+
+
+# --- raw sqlite3 on coach's schema -------------------------------------------------------
+
+
+class RawCoachRows:
+    """stdlib ``sqlite3`` in one worker thread, on a database coach migrated: coach's rows
+    without coach's Python (the step bytes are encoded before the timer)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="raw")
+        self.conn: sqlite3.Connection | None = None
+        self.codec = StepCodec(SECRET)
+
+    async def open(self, session_id: str) -> None:
+        """Connect (in the worker thread) with coach's PRAGMAs."""
+        self.session_id = session_id
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            for pragma in ("busy_timeout = 15000", "foreign_keys = ON", "synchronous = NORMAL"):
+                conn.execute(f"PRAGMA {pragma}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            return conn
+
+        self.conn = await self._call(connect)
+
+    async def _call(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+    def rows(self, start: int, turn: Turn) -> tuple[int, list[tuple[Any, ...]]]:
+        """The turn's step rows as coach stores them (text left out, signed with it)."""
+        out = []
+        texts = (turn.user, turn.assistant)
+        for offset, (step, text) in enumerate(zip(chat_items(turn), texts, strict=True)):
+            seq = start + offset
+            payload = self.codec.dumps(step, elide_text=True)
+            signed = self.codec.sign(self.session_id, seq, payload, text=text)
+            out.append((self.session_id, seq, signed.codec, 2, signed.signature, payload))
+        return start, out
+
+    async def write_turn(self, turn: Turn, prepared: tuple[int, list[tuple[Any, ...]]]) -> None:
+        """Claim, two messages, two steps, commit: one hand-off."""
+        start, steps = prepared
+        now = datetime.now(UTC).replace(tzinfo=None).isoformat(" ")
+
+        def unit() -> None:
+            conn = self.conn
+            assert conn is not None
+            conn.execute("BEGIN IMMEDIATE")
+            claimed = conn.execute(
+                "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?",
+                (start + 2, self.session_id, start),
+            ).rowcount
+            assert claimed == 1
+            ids = []
+            for role, text in (("user", turn.user), ("assistant", turn.assistant)):
+                cursor = conn.execute(
+                    "INSERT INTO session_conversations (session_id, phase_id, role, content, "
+                    "interrupted, created_at) VALUES (?, NULL, ?, ?, 0, ?)",
+                    (self.session_id, role, text, now),
+                )
+                ids.append(cursor.lastrowid)
+            conn.executemany(
+                "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, "
+                "message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(*row, ids[n]) for n, row in enumerate(steps)],
+            )
+            conn.execute("COMMIT")
+
+        await self._call(unit)
+
+    async def read_resume(self, max_pairs: int = 25, max_steps: int = 100) -> int:
+        """The rows ``resume_session`` reads, undecoded: one hand-off."""
+        sid = self.session_id
+
+        def unit() -> int:
+            conn = self.conn
+            assert conn is not None
+            conn.execute("BEGIN")
+            try:
+                (count,) = conn.execute(
+                    "SELECT memory_steps FROM sessions WHERE id = ?", (sid,)
+                ).fetchone()
+                outputs = conn.execute(
+                    "SELECT * FROM phase_outputs WHERE session_id = ? ORDER BY created_at, id",
+                    (sid,),
+                ).fetchall()
+                messages = conn.execute(
+                    "SELECT role, content, phase_id, interrupted FROM session_conversations "
+                    "WHERE session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+                    (sid, 2 * max_pairs),
+                ).fetchall()
+                steps = conn.execute(
+                    "SELECT s.seq, s.codec, s.version, s.signature, s.payload, c.content "
+                    "FROM agent_steps s LEFT JOIN session_conversations c ON c.id = s.message_id "
+                    "WHERE s.session_id = ? AND s.seq >= ? ORDER BY s.seq",
+                    (sid, max(0, count - max_steps)),
+                ).fetchall()
+                state = conn.execute(
+                    "SELECT * FROM session_state WHERE session_id = ?", (sid,)
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return len(outputs) + len(messages[::-1]) + len(steps) + len(state)
+
+        result: int = await self._call(unit)
+        return result
+
+    async def aclose(self) -> None:
+        """Close the connection and the thread."""
+        if self.conn is not None:
+            await self._call(self.conn.close)
+            self.conn = None
+        self.pool.shutdown()
+
+
+async def _coach_session(path: Path) -> tuple[CoachBackend, Any]:
+    coach = CoachBackend(sqlite_url(path), "batch")
+    await coach.open()
+    return coach, await coach.new_session("s")
+
+
+# --- writes ------------------------------------------------------------------------------
+
+
+async def write_round(label: str, texts: Sequence[Turn]) -> Batch:
+    """``label`` writes ``texts`` as one session's turns into a fresh file."""
+    with sqlite_dir() as directory:
+        if label == COACH:
+            coach, handle = await _coach_session(directory / "c.db")
+            items = [coach.items(handle, t) for t in texts]
+            try:
+                return await measured(len(texts), lambda n: coach.write_turn(handle, items[n]))
+            finally:
+                await coach.aclose()
+        if label == PEER:
+            peer = AgentsSQLiteBackend(directory / "a.db")
+            await peer.open()
+            session = await peer.new_session("s")
+            await session.get_items(limit=1)  # its tables, outside the timing
+            prepared = [peer.items(session, t) for t in texts]
+            try:
+                return await measured(len(texts), lambda n: peer.write_turn(session, prepared[n]))
+            finally:
+                await peer.aclose()
+        coach, handle = await _coach_session(directory / "r.db")
+        await coach.aclose()
+        raw = RawCoachRows(directory / "r.db")
+        await raw.open(handle.id)
+        rows = [raw.rows(2 * n, t) for n, t in enumerate(texts)]
+        try:
+            return await measured(len(texts), lambda n: raw.write_turn(texts[n], rows[n]))
+        finally:
+            await raw.aclose()
+
+
+async def section_writes(rounds: int, count: int) -> dict[str, list[Batch]]:
+    """``rounds`` rounds of every store writing ``count`` turns (after one warm-up)."""
+    labels = (COACH, PEER, RAW)
+    texts = turns(1, count)
+    for label in labels:
+        await write_round(label, texts[:20])
+    batches: dict[str, list[Batch]] = {label: [] for label in labels}
+    for n in range(rounds):
+        for label in rotate(labels, n):
+            batches[label].append(await write_round(label, texts))
+        _log(f"write round {n + 1}/{rounds}", batches)
+    return batches
+
+
+# --- resume ------------------------------------------------------------------------------
+
+
+async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[Batch]]:
+    """One ``size``-turn session per store; every round reads it ``reads`` times per store."""
+    texts = turns(size, size)
+    with sqlite_dir() as directory:
+        coach, handle = await _coach_session(directory / "c.db")
+        await coach.bulk_load(handle, texts)
+        raw = RawCoachRows(directory / "c.db")
+        await raw.open(handle.id)
+        peer = AgentsSQLiteBackend(directory / "a.db")
+        await peer.open()
+        session = await peer.new_session("s")
+        await peer.bulk_load(session, texts)
+        readers: dict[str, Callable[[int], Awaitable[object]]] = {
+            RESUME: lambda _n: coach.read_window(handle),
+            PEER: lambda _n: peer.read_window(session),
+            RAW: lambda _n: raw.read_resume(),
+        }
+        try:
+            for read in readers.values():  # warm-up: statement caches, first connections
+                for n in range(5):
+                    await read(n)
+            batches: dict[str, list[Batch]] = {label: [] for label in readers}
+            for n in range(rounds):
+                for label in rotate(list(readers), n):
+                    batches[label].append(await measured(reads, readers[label]))
+                _log(f"resume round {n + 1}/{rounds}", batches)
+            return batches
+        finally:
+            await raw.aclose()
+            await peer.aclose()
+            await coach.aclose()
+
+
+# --- PostgreSQL: pool_pre_ping -------------------------------------------------------------
+
+
+async def section_pings(transactions: int) -> tuple[int, Batch]:
+    """``transactions`` one-turn ``write_batch`` calls on PostgreSQL; the pings sent."""
+    async with pg_database("pings") as name:
+        repo = await open_repository(pg_url(name), secret=SECRET, create_schema=True)
+        try:
+            pings = 0
+            dialect = repo.sync_engine.dialect
+            do_ping = dialect.do_ping
+
+            def counting(dbapi_connection: Any) -> bool:
+                nonlocal pings
+                pings += 1
+                return do_ping(dbapi_connection)
+
+            dialect.do_ping = counting  # type: ignore[method-assign]
+            user = await repo.get_or_create_user("bench")
+            sid = (await repo.create_session(user.id, "c")).id
+            texts = turns(2, transactions)
+            pings = 0
+
+            async def turn(n: int) -> None:
+                steps = chat_items(texts[n])
+                await repo.write_batch(
+                    [
+                        AddMessage(sid, "user", texts[n].user),
+                        AddMessage(sid, "assistant", texts[n].assistant),
+                        AppendSteps(sid, 2 * n, steps),
+                    ]
+                )
+
+            batch = await measured(transactions, turn)
+            return pings, batch
+        finally:
+            await repo.aclose()
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+def _log(what: str, batches: dict[str, list[Batch]]) -> None:
+    figures = ", ".join(f"{k} {v[-1].cpu_per_op * 1e3:.3f}" for k, v in batches.items())
+    print(f"  {what}: CPU ms/op {figures}", file=sys.stderr, flush=True)
+
+
+def table(batches: dict[str, list[Batch]], anchor: str, unit: str) -> str:
+    """Rows: median CPU and wall per op, and the paired ratio to ``anchor`` and to raw."""
+    lines = [
+        f"| store | CPU per {unit}, median (ms) | wall per {unit}, median (ms) "
+        f"| / {anchor} (median of pairs, range) | / {RAW} |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, runs in batches.items():
+        cpu = statistics.median(b.cpu_per_op for b in runs) * 1e3
+        wall = statistics.median(b.wall / b.count for b in runs) * 1e3
+        cells = []
+        for other in (anchor, RAW):
+            if label == other:
+                cells.append("1")
+            else:
+                mid, low, high = ratio(batches, label, other)
+                cells.append(f"{mid:.2f}× ({low:.2f}–{high:.2f})")
+        lines.append(f"| {label} | {cpu:.3f} | {wall:.3f} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15, help="paired rounds (15)")
+    parser.add_argument("--turns", type=int, default=1000, help="turns written per batch")
+    parser.add_argument("--resume-turns", type=int, default=2000, help="session length read")
+    parser.add_argument("--reads", type=int, default=50, help="resume reads per batch")
+    parser.add_argument("--sections", default="writes,resume", help="writes,resume")
+    parser.add_argument("--pg-transactions", type=int, default=0, help="PostgreSQL: count pings")
+    args = parser.parse_args(argv)
+    sections = {s.strip() for s in args.sections.split(",") if s.strip()}
+    random.seed(1)
+    print(
+        f"{COMMAND} --rounds {args.rounds} --turns {args.turns} --resume-turns "
+        f"{args.resume_turns} --reads {args.reads} --sections {args.sections}"
+        + (f" --pg-transactions {args.pg_transactions}" if args.pg_transactions else "")
+    )
+    print(f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}")
+    if "writes" in sections:
+        writes = asyncio.run(section_writes(args.rounds, args.turns))
+        print(f"\n**A turn written** ({args.rounds} rounds × {args.turns} turns)\n")
+        print(table(writes, PEER, "turn"))
+    if "resume" in sections:
+        reads = asyncio.run(section_resume(args.rounds, args.resume_turns, args.reads))
+        print(
+            f"\n**Resume at {args.resume_turns:,} turns** "
+            f"({args.rounds} rounds × {args.reads} reads)\n"
+        )
+        print(table(reads, PEER, "read"))
+    if args.pg_transactions:
+        pings, batch = asyncio.run(section_pings(args.pg_transactions))
+        print(
+            f"\n**PostgreSQL**: {args.pg_transactions} one-turn write_batch calls sent "
+            f"{pings} pool pings ({pings / args.pg_transactions:.2f} per transaction); "
+            f"CPU {batch.cpu_per_op * 1e3:.3f} ms, wall {batch.wall / batch.count * 1e3:.3f} ms "
+            "per turn"
+        )
+    with contextlib.suppress(OSError):
+        print(f"\nLoad average (1, 5, 15 min) at the end: {open('/proc/loadavg').read()[:14]}")
+
+
+if __name__ == "__main__":
+    main()
