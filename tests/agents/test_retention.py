@@ -227,3 +227,33 @@ async def test_erasing_a_session_removes_its_words_from_the_persons_later_sessio
     answered = {i.call_id for i in items if isinstance(i, llm.FunctionCallOutput)}
     assert called and set(called) <= answered
     await session.aclose()
+
+
+async def test_erasing_a_session_from_the_open_conversation_keeps_its_board_writable(
+    runtime: Runtime,
+) -> None:
+    """The owner erases S1 from S2's own conversation (the web client's Delete): S2's
+    stored copies are rewritten under it, and S2 goes on storing its board and steps."""
+    first = await first_visit(runtime)
+    second = await second_visit(runtime)
+    model = ScriptedLLM([say("Welcome back!")])
+    session = await start(runtime, model, identity="ada")
+    model.extend([call("select_session_to_load", session_id=second), say("Say continue.")])
+    await session.run(user_input="The bike parking one, please.")
+    model.extend([call("load_selected_session"), say("We continue with Define.")])
+    await session.run(user_input="continue")
+    assert session.userdata.session_id == second
+
+    payload = json.dumps({"session_id": first})
+    data = rtc.RpcInvocationData("r", "ada", payload, 5.0, "coach.delete_session")
+    answer = json.loads(await invoke("coach.delete_session", session.userdata, data))
+    assert answer["deleted"] is True
+
+    model.extend([call("add_insight", text="Racks must be covered."), say("Noted.")])
+    await session.run(user_input="They want covered racks.")
+    await session.aclose()
+    await asyncio.wait_for(runtime.recorder.flush(), 5)
+    state = await runtime.store.get_state(second)
+    assert [i["text"] for i in state.data["insights"]][-1] == "Racks must be covered."
+    steps = await runtime.store.load_agent_state(second)
+    assert any(isinstance(s, llm.ChatMessage) and s.text_content == "Noted." for s in steps)

@@ -686,7 +686,16 @@ async def delete_session(call: Call, request: DeleteSessionRequest) -> DeleteSes
         raise rtc.RpcError(
             409, "This session is open in this conversation; it cannot be erased now."
         )
-    await call.userdata.store.delete_session(found.id)
+    userdata = call.userdata
+    open_id = userdata.session_id
+    if open_id is not None:
+        # The erase rewrites what the open session copied of the erased one (its zones
+        # move on a step): store what is queued first, then follow the rewritten state,
+        # so this conversation's next board change is not refused as stale.
+        await userdata.recorder.flush()
+    await userdata.store.delete_session(found.id)
+    if open_id is not None and userdata.session_id == open_id:
+        userdata.state.attach(open_id, await userdata.store.get_state(open_id))
     return DeleteSessionResponse(session_id=found.id)
 
 
