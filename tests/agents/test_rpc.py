@@ -3,6 +3,7 @@ room participant, a live ``AgentSession`` on the scripted model; SQLite and Post
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from typing import Any
@@ -10,12 +11,14 @@ from typing import Any
 import pytest
 from livekit import rtc
 from livekit.agents import AgentSession
+from livekit.agents.voice.io import TextOutput
 
 from coach.agents import DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, METHODS, invoke, register_all
 from coach.userdata import UserData
 from tests.fakes import ScriptedLLM, say
+from tests.fakes.paced_llm import PacedLLM, tool_call
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 from .test_notes_unreachable import UnreachableReads
@@ -80,6 +83,7 @@ async def test_every_method_is_registered_and_answers_through_the_room(runtime: 
             "coach.get_profile",
             "coach.get_session_conversation",
             "coach.get_state",
+            "coach.interrupt",
             "coach.list_sessions",
             "coach.resume_session",
         ]
@@ -422,3 +426,75 @@ async def test_resume_refuses_a_session_with_nothing_to_resume(runtime: Runtime)
     )
     assert error.code == 409 and "no completed phases" in error.message
     await session.aclose()
+
+
+# --- interrupt ---------------------------------------------------------------------------
+
+
+class Heard(TextOutput):
+    """The session's text output, as a room's transcript takes it (nothing more)."""
+
+    def __init__(self) -> None:
+        super().__init__(label="heard", next_in_chain=None)
+        self.text = ""
+        self._changed = asyncio.Event()
+
+    async def capture_text(self, text: str) -> None:
+        self.text += text
+        self._changed.set()
+
+    async def shows(self, text: str) -> None:
+        while text not in self.text:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def flush(self) -> None:
+        pass
+
+
+async def test_interrupt_stops_the_reply_and_it_is_stored_as_interrupted(
+    runtime: Runtime,
+) -> None:
+    """The web client's Stop: the reply being generated ends, what was said of it is
+    stored marked as interrupted, and the conversation goes on."""
+    halfway, never = asyncio.Event(), asyncio.Event()
+
+    async def half_said() -> None:
+        halfway.set()
+        await never.wait()  # the rest is never generated: only the interrupt ends it
+
+    challenge = json.dumps({"challenge": CHALLENGE})
+    model = PacedLLM(
+        ["Welcome back!"],
+        [tool_call("capture_design_challenge", challenge)],
+        ["Let us start with who struggles", half_said, " and where they stop."],
+        ["Sure."],
+    )
+    userdata = runtime.new_userdata(identity=OWNER)
+    session = runtime.new_session(userdata, llm=model)
+    heard = session.output.transcription = Heard()  # as a room's transcript
+    await (await session.start(runtime.first_agent(userdata), capture_run=True))
+    assert await call(userdata, "coach.interrupt", {}, session=session) == {
+        "interrupted": False  # nothing is being said
+    }
+    turn = session.run(user_input="Bike parking at the office.")
+    await halfway.wait()
+    await heard.shows("who struggles")
+    assert await call(userdata, "coach.interrupt", {}, session=session) == {"interrupted": True}
+    await turn
+    await session.run(user_input="Go on.")  # the conversation goes on
+    await session.aclose()
+    await runtime.recorder.flush()
+    assert userdata.session_id is not None
+    stored = await runtime.store.get_session_conversation(userdata.session_id)
+    assert [(m.role, m.content, m.interrupted) for m in stored][-3:] == [
+        ("assistant", "Let us start with who struggles", True),
+        ("user", "Go on.", False),
+        ("assistant", "Sure.", False),
+    ]
+
+
+async def test_interrupt_without_a_live_conversation_is_409(runtime: Runtime) -> None:
+    userdata = runtime.new_userdata(identity=OWNER)
+    error = await refused(userdata, "coach.interrupt", {})
+    assert error.code == 409

@@ -8,72 +8,22 @@ import asyncio
 import io
 import os
 import signal
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from livekit.agents import llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
 
 from coach.persistence import open_repository
 from coach.surfaces.chat import EXIT_OK, run_chat
 from tests.fakes import ScriptedLLM, load_script
-from tests.fakes.script import is_render_request
+from tests.fakes.paced_llm import PacedLLM, tool_call
 
 from .test_chat_cli import DEMO, SECRET
 from .test_chat_streaming import Terminal, settings
 
-Step = str | llm.FunctionToolCall | Callable[[], Awaitable[Any]]
-
-CHALLENGE = llm.FunctionToolCall(
-    call_id="call-challenge",
-    name="capture_design_challenge",
-    arguments='{"challenge": "Redesign the onboarding of a budgeting app."}',
+CHALLENGE = tool_call(
+    "capture_design_challenge", '{"challenge": "Redesign the onboarding of a budgeting app."}'
 )
 """The first request's answer in every test: the session that stores the chat starts."""
-
-
-class Replies(llm.LLM):
-    """A model whose n-th request streams the n-th list of steps (text pieces, a tool
-    call, or a callable awaited between pieces while the model is still generating)."""
-
-    def __init__(self, *replies: list[Step]) -> None:
-        super().__init__()
-        self._replies: Iterator[list[Step]] = iter(replies)
-        self._renderer = ScriptedLLM()  # the brief's render requests: never a reply here
-
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list[llm.Tool] | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        tool_choice: Any = None,
-        **_: Any,
-    ) -> llm.LLMStream:
-        if is_render_request(tool_choice):
-            return self._renderer.chat(
-                chat_ctx=chat_ctx, tools=tools, conn_options=conn_options, tool_choice=tool_choice
-            )
-        steps = next(self._replies)
-        return _Stream(self, steps, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-
-class _Stream(llm.LLMStream):
-    def __init__(self, model: Replies, steps: list[Step], **kwargs: Any) -> None:
-        self.steps = steps
-        super().__init__(model, **kwargs)
-
-    async def _run(self) -> None:
-        for step in self.steps:
-            if isinstance(step, str):
-                delta = llm.ChoiceDelta(role="assistant", content=step)
-                self._event_ch.send_nowait(llm.ChatChunk(id="reply", delta=delta))
-            elif isinstance(step, llm.FunctionToolCall):
-                delta = llm.ChoiceDelta(role="assistant", tool_calls=[step])
-                self._event_ch.send_nowait(llm.ChatChunk(id="reply", delta=delta))
-            else:
-                await step()
 
 
 class Keyboard:
@@ -128,7 +78,7 @@ async def stored_messages(database_url: str) -> list[tuple[str, str, bool]]:
 async def test_ctrl_c_cuts_a_reply_short_and_the_chat_goes_on(sqlite_url: str) -> None:
     out, keys = Terminal(tty=False), Keyboard()
     never = asyncio.Event()  # the story's end is never generated: only Ctrl-C ends it
-    model = Replies(
+    model = PacedLLM(
         [CHALLENGE], ["Hello!"], ["Once upon", never.wait, " a time"], ["Sure, ask away."]
     )
 
@@ -170,7 +120,7 @@ async def test_ctrl_c_before_the_reply_starts_cancels_it_and_says_so(sqlite_url:
         asked.set()
         await never.wait()
 
-    model = Replies([CHALLENGE], ["Hello!"], [silent, "too late"], ["Here."])
+    model = PacedLLM([CHALLENGE], ["Hello!"], [silent, "too late"], ["Here."])
 
     async def person() -> None:
         await out.shows("coach> Hello!\n")
@@ -198,7 +148,7 @@ async def test_ctrl_c_before_the_reply_starts_cancels_it_and_says_so(sqlite_url:
 
 async def test_ctrl_c_at_the_prompt_ends_the_chat(sqlite_url: str) -> None:
     out, keys = Terminal(tty=False), Keyboard()
-    model = Replies([CHALLENGE], ["Hello!"])
+    model = PacedLLM([CHALLENGE], ["Hello!"])
 
     async def person() -> None:
         # Shown once the line was read: the chat waits at the prompt again.

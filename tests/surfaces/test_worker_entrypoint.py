@@ -33,13 +33,14 @@ from coach.models import VoiceModels
 from coach.persistence import Repository, open_repository
 from coach.settings import load_settings
 from coach.surfaces import worker
-from coach.surfaces.room import STATE_TOPIC, StateMessage
+from coach.surfaces.room import STATE_TOPIC, STEPS_TOPIC, StateMessage, StepMessage, ToolStep
 from coach.surfaces.rpc import METHODS
 from tests.conftest import MEMORY_SECRET
 from tests.fakes import ScriptedLLM, call, say
 from tests.fakes.fake_room import FakeRoom, SentStream
 
 CONTRACT: TypeAdapter[Any] = TypeAdapter(StateMessage)
+STEPS_CONTRACT: TypeAdapter[Any] = TypeAdapter(StepMessage)
 TRANSCRIPTION = "lk.transcription"
 CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
 TEXT_ONLY = room_io.RoomOptions(audio_input=False, audio_output=False)
@@ -207,6 +208,19 @@ async def test_a_dispatched_job_serves_its_participant_through_the_room(
     assert (last["type"], last["step"]) == ("snapshot", userdata.state.step)
     assert last["step"] == deltas[-1]["step"]
     assert [i["text"] for i in last["data"]["insights"]] == ["New users quit at bank linking."]
+
+    # coach.steps: every tool call and handoff, to Ada only, as they happened.
+    await agent.wait_until(lambda: len(agent.sent(STEPS_TOPIC)) >= 4)
+    step_streams = agent.sent(STEPS_TOPIC)
+    assert all(s.destination_identities == ["ada"] for s in step_streams)
+    steps = [STEPS_CONTRACT.validate_json(s.text) for s in step_streams]
+    assert [(m.type, getattr(m, "tool", None) or getattr(m, "to_agent", None)) for m in steps] == [
+        ("tool", "capture_design_challenge"),
+        ("tool", "transfer_to_strategist"),
+        ("handoff", "design_strategist"),
+        ("tool", "add_insight"),
+    ]
+    assert all(m.ok for m in steps if isinstance(m, ToolStep))
 
     # The agent's attributes say who is speaking and in which phase.
     await agent.wait_until(lambda: agent.attributes.get("coach.agent") == "strategist")

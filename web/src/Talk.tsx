@@ -1,6 +1,6 @@
 import { type FormEvent, type ReactNode, useEffect, useRef, useState } from "react";
 import type { CoachRoom } from "./room";
-import { errorLine } from "./rpcClient";
+import { callRpc, errorLine } from "./rpcClient";
 import type { TranscriptState } from "./transcript";
 
 export type AgentState = "initializing" | "listening" | "thinking" | "speaking" | "idle" | string;
@@ -24,6 +24,12 @@ export function StateBars({ state }: { state: AgentState | null }) {
   );
 }
 
+const WHO: Record<TranscriptState["segments"][number]["speaker"], string> = {
+  user: "You",
+  agent: "Coach",
+  step: "Step",
+};
+
 interface TalkProps {
   room: CoachRoom;
   agentPresent: boolean;
@@ -38,6 +44,9 @@ export function Talk({ room, agentPresent, agentState, visualizer, transcript, s
   const [micError, setMicError] = useState<string | null>(null);
   const [draft, setDraft] = useState("");
   const [sendError, setSendError] = useState<string | null>(null);
+  const [showSteps, setShowSteps] = useState(false);
+  const [stopping, setStopping] = useState(false);
+  const [stopError, setStopError] = useState<string | null>(null);
   const list = useRef<HTMLOListElement>(null);
 
   // Keep the newest turn in view (scrolling the list only, never the page).
@@ -53,6 +62,20 @@ export function Talk({ room, agentPresent, agentState, visualizer, transcript, s
       setMicOn(room.microphoneEnabled());
     } catch (e) {
       setMicError(errorLine(e));
+    }
+  };
+
+  // Stop: interrupt what the coach is saying or preparing (as talking over it would).
+  const busy = agentPresent && (agentState === "speaking" || agentState === "thinking");
+  const stop = async () => {
+    setStopError(null);
+    setStopping(true);
+    try {
+      await callRpc(room, "coach.interrupt", {});
+    } catch (e) {
+      setStopError(errorLine(e));
+    } finally {
+      setStopping(false);
     }
   };
 
@@ -87,27 +110,43 @@ export function Talk({ room, agentPresent, agentState, visualizer, transcript, s
         >
           {micOn ? "Microphone on" : "Microphone off"}
         </button>
+        <button type="button" className="stop" onClick={stop} disabled={!busy || stopping}>
+          Stop
+        </button>
         {micError && (
           <p className="error" role="alert">
             {micError}
           </p>
         )}
+        {stopError && (
+          <p className="error" role="alert">
+            {stopError}
+          </p>
+        )}
       </div>
 
-      <h2 className="panel-title">Transcript</h2>
+      <div className="transcript-head">
+        <h2 className="panel-title">Transcript</h2>
+        <label className="toggle">
+          <input type="checkbox" checked={showSteps} onChange={(e) => setShowSteps(e.target.checked)} />
+          Show steps
+        </label>
+      </div>
       <ol ref={list} className="transcript" aria-label="Transcript" aria-live="polite">
         {transcript.segments.length === 0 && <li className="empty">What you and the coach say shows up here.</li>}
-        {transcript.segments.map((s) => (
-          <li
-            key={s.id}
-            className={`turn ${s.speaker}${s.final ? "" : " interim"}`}
-            data-segment-id={s.id}
-            data-final={s.final}
-          >
-            <span className="who">{s.speaker === "user" ? "You" : "Coach"}</span>
-            <span className="said">{s.text}</span>
-          </li>
-        ))}
+        {transcript.segments
+          .filter((s) => showSteps || s.speaker !== "step")
+          .map((s) => (
+            <li
+              key={s.id}
+              className={`turn ${s.speaker}${s.final ? "" : " interim"}`}
+              data-segment-id={s.id}
+              data-final={s.final}
+            >
+              <span className="who">{WHO[s.speaker]}</span>
+              <span className="said">{s.text}</span>
+            </li>
+          ))}
       </ol>
 
       <form className="compose" onSubmit={submit}>

@@ -10,6 +10,7 @@ import {
   type IncomingText,
   TOPIC_CHAT,
   TOPIC_STATE,
+  TOPIC_STEPS,
   TOPIC_TRANSCRIPTION,
 } from "./room";
 import { callRpc, isUnsupportedMethod } from "./rpcClient";
@@ -21,7 +22,13 @@ import {
   parseStateMessage,
   readGetStateAnswer,
 } from "./state";
-import { emptyTranscript, transcriptReducer, type TranscriptState } from "./transcript";
+import {
+  describeStep,
+  emptyTranscript,
+  parseStepMessage,
+  transcriptReducer,
+  type TranscriptState,
+} from "./transcript";
 
 /**
  * How long the snapshot of a fresh read may take to come on the stream once
@@ -171,9 +178,24 @@ export function useTranscript(room: CoachRoom): [TranscriptState, (text: string)
         if (live && text) dispatch({ type: "segment", id, speaker, text, final: isFinal() });
       })();
     });
+    // The agents' steps, in arrival order, from the agent only.
+    let steps = Promise.resolve();
+    const unsubscribeSteps = room.onTextStream(TOPIC_STEPS, (stream) => {
+      if (stream.senderIdentity !== room.agent()?.identity) return;
+      steps = steps.then(async () => {
+        try {
+          const step = parseStepMessage(await readAll(stream));
+          if (!step) console.warn("coach.steps: not a step message, ignored");
+          else if (live) dispatch({ type: "step", id: `step-${stream.streamId}`, text: describeStep(step) });
+        } catch (error) {
+          console.warn("coach.steps: a message could not be read", error);
+        }
+      });
+    });
     return () => {
       live = false;
       unsubscribe();
+      unsubscribeSteps();
     };
   }, [room]);
 

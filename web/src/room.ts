@@ -5,6 +5,7 @@ import type { Room } from "livekit-client";
 
 /** The topics of the text streams the app reads and writes. */
 export const TOPIC_STATE = "coach.state";
+export const TOPIC_STEPS = "coach.steps";
 export const TOPIC_TRANSCRIPTION = "lk.transcription";
 export const TOPIC_CHAT = "lk.chat";
 

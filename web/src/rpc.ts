@@ -13,6 +13,13 @@ export type JsonValue = unknown;
  */
 export type StateMessage = StateDelta | StateSnapshot;
 /**
+ * A message on the text stream topic `coach.steps`.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "StepMessage".
+ */
+export type StepMessage = ToolStep | HandoffStep;
+/**
  * The code of an RpcError: 400 the payload is not JSON or does not match the method's request type; 403 the caller is not the session's owner (the participant this agent serves); 404 no such session of this user (unknown, malformed, foreign ids alike), or no such item; 409 the request conflicts with the session's state (e.g. resuming a completed session); 413 the payload is larger than 4096 bytes; 503 the database is unavailable; try again.
  *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
@@ -55,6 +62,10 @@ export interface CoachRpc {
   "coach.get_state": {
     request: GetStateRequest;
     response: GetStateResponse;
+  };
+  "coach.interrupt": {
+    request: InterruptRequest;
+    response: InterruptResponse;
   };
   "coach.list_sessions": {
     request: ListSessionsRequest;
@@ -336,6 +347,24 @@ export interface GetStateResponse {
    * The snapshot's step.
    */
   step: number;
+}
+/**
+ * ``coach.interrupt``: stop what the agent is saying or generating now (a stop
+ * button). The reply is stored as interrupted, with only what was played.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "InterruptRequest".
+ */
+export interface InterruptRequest {}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "InterruptResponse".
+ */
+export interface InterruptResponse {
+  /**
+   * False: nothing was being said, or the reply cannot be interrupted.
+   */
+  interrupted: boolean;
 }
 /**
  * ``coach.list_sessions``: the caller's sessions, newest first (a branch names its
@@ -624,4 +653,33 @@ export interface StateSnapshot {
    * null: no agent has taken the session yet.
    */
   view: ViewZone | null;
+}
+/**
+ * The conversation passed from one agent to another.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "HandoffStep".
+ */
+export interface HandoffStep {
+  type: "handoff";
+  from_agent: string;
+  to_agent: string;
+}
+/**
+ * An agent called a tool (as it happened; what a "show steps" view lists).
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ToolStep".
+ */
+export interface ToolStep {
+  type: "tool";
+  tool: string;
+  /**
+   * The arguments as the model sent them (JSON text).
+   */
+  arguments: string;
+  /**
+   * False: the tool refused or failed.
+   */
+  ok: boolean;
 }

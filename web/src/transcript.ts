@@ -1,10 +1,13 @@
-// The live transcript: segments of user and agent speech, and typed turns.
+// The live transcript: segments of user and agent speech, typed turns, and the agents'
+// steps (tool calls and handoffs, from coach.steps), which the view shows on request.
 //
 // A transcription segment arrives as one or more text streams with the same segment id:
 // an agent's segment grows chunk by chunk in one stream; a user's interim text is re-sent
 // whole in a new stream each time. Either way the segment is updated in place.
 
-export type Speaker = "user" | "agent";
+import type { StepMessage } from "./rpc";
+
+export type Speaker = "user" | "agent" | "step";
 
 export interface Segment {
   id: string;
@@ -22,7 +25,8 @@ export interface TranscriptState {
 
 export type TranscriptAction =
   | { type: "segment"; id: string; speaker: Speaker; text: string; final: boolean }
-  | { type: "typed"; id: string; text: string };
+  | { type: "typed"; id: string; text: string }
+  | { type: "step"; id: string; text: string };
 
 /** The transcript keeps this many segments, the newest. */
 export const MAX_SEGMENTS = 300;
@@ -33,7 +37,9 @@ export function transcriptReducer(state: TranscriptState, action: TranscriptActi
   const segment: Segment =
     action.type === "typed"
       ? { id: action.id, speaker: "user", text: action.text, final: true, typed: true }
-      : { id: action.id, speaker: action.speaker, text: action.text, final: action.final, typed: false };
+      : action.type === "step"
+        ? { id: action.id, speaker: "step", text: action.text, final: true, typed: false }
+        : { id: action.id, speaker: action.speaker, text: action.text, final: action.final, typed: false };
   const index = state.segments.findIndex((s) => s.id === segment.id);
   if (index >= 0) {
     const old = state.segments[index]!;
@@ -45,4 +51,27 @@ export function transcriptReducer(state: TranscriptState, action: TranscriptActi
   }
   const segments = [...state.segments, segment];
   return { segments: segments.slice(Math.max(0, segments.length - MAX_SEGMENTS)) };
+}
+
+/** A coach.steps message, or null when the text is not one. */
+export function parseStepMessage(text: string): StepMessage | null {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof raw !== "object" || raw === null) return null;
+  const m = raw as Record<string, unknown>;
+  if (m["type"] === "tool" && typeof m["tool"] === "string" && typeof m["arguments"] === "string" && typeof m["ok"] === "boolean")
+    return m as unknown as StepMessage;
+  if (m["type"] === "handoff" && typeof m["to_agent"] === "string" && typeof m["from_agent"] === "string")
+    return m as unknown as StepMessage;
+  return null;
+}
+
+/** A step as one line of the transcript. */
+export function describeStep(step: StepMessage): string {
+  if (step.type === "tool") return `${step.tool}(${step.arguments}) → ${step.ok ? "ok" : "failed"}`;
+  return `handoff: ${step.from_agent} → ${step.to_agent}`;
 }

@@ -298,6 +298,13 @@ export class FakeRoom implements CoachRoom {
       }
       case "coach.focus":
         return { ok: true, step: null };
+      case "coach.interrupt": {
+        // Like the server: an agent that is speaking or thinking stops and listens.
+        const state = this.currentAgent?.attributes["lk.agent.state"];
+        const busy = state === "speaking" || state === "thinking";
+        if (busy) this.setAgentAttributes({ "lk.agent.state": "listening" });
+        return { interrupted: busy };
+      }
       case "coach.list_sessions":
         return f.sessions;
       case "coach.get_phase_outputs": {

@@ -1,5 +1,6 @@
-"""What the room sees: state changes on topic ``coach.state`` and agent/phase attributes.
-(The RPC methods a frontend calls are in :mod:`.rpc`.)
+"""What the room sees: state changes on topic ``coach.state``, the agents' steps (tool
+calls and handoffs) on ``coach.steps``, and agent/phase attributes. (The RPC methods a
+frontend calls are in :mod:`.rpc`.)
 
 Messages are delivered in the order of their steps by one sender task per session;
 publishing never waits for the network or the database. Two kinds travel on the topic
@@ -25,6 +26,9 @@ from ..state.zones import Delta
 logger = logging.getLogger("coach.room")
 
 STATE_TOPIC = "coach.state"
+STEPS_TOPIC = "coach.steps"
+TRANSCRIPTION_TOPIC = "lk.transcription"
+"""LiveKit's transcript topic (what every LiveKit client shows as the agent's words)."""
 
 
 # --- the contract: what a message on the topic holds ------------------------------------
@@ -156,6 +160,27 @@ StateMessage = Annotated[StateDelta | StateSnapshot, Field(discriminator="type")
 """A message on topic ``coach.state``."""
 
 
+class ToolStep(_Wire):
+    """An agent called a tool (as it happened; what a "show steps" view lists)."""
+
+    type: Literal["tool"]
+    tool: str
+    arguments: str = Field(description="The arguments as the model sent them (JSON text).")
+    ok: bool = Field(description="False: the tool refused or failed.")
+
+
+class HandoffStep(_Wire):
+    """The conversation passed from one agent to another."""
+
+    type: Literal["handoff"]
+    from_agent: str
+    to_agent: str
+
+
+StepMessage = Annotated[ToolStep | HandoffStep, Field(discriminator="type")]
+"""A message on topic ``coach.steps``."""
+
+
 class RoomOutput(Protocol):
     """The part of ``rtc.LocalParticipant`` the room surface uses (a fake in tests)."""
 
@@ -171,18 +196,23 @@ class RoomOutput(Protocol):
 
 
 class RoomStateSink:
-    """Sends every state message to the session's user, in order, without blocking."""
+    """Sends every state and step message to the session's user, in order, without
+    blocking."""
 
     def __init__(self, output: RoomOutput, user_identity: str) -> None:
         self._output = output
         self._user = user_identity
-        self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
         self._task = asyncio.create_task(self._send_all(), name="coach.room.state")
         self._attributes: dict[str, str] = {}
 
     def publish(self, message: dict[str, Any]) -> None:
         """Queue one ``coach.state`` message (called from the agent's turn; never blocks)."""
-        self._queue.put_nowait(message)
+        self._queue.put_nowait((STATE_TOPIC, message))
+
+    def publish_step(self, step: ToolStep | HandoffStep) -> None:
+        """Queue one ``coach.steps`` message (never blocks)."""
+        self._queue.put_nowait((STEPS_TOPIC, step.model_dump(mode="json")))
 
     async def aclose(self) -> None:
         """Send what is queued, then stop."""
@@ -191,14 +221,15 @@ class RoomStateSink:
             await self._task
 
     async def _send_all(self) -> None:
-        while (message := await self._queue.get()) is not None:
+        while (queued := await self._queue.get()) is not None:
+            topic, message = queued
             try:
                 await self._output.send_text(
                     json.dumps(message, separators=(",", ":")),
                     destination_identities=[self._user],
-                    topic=STATE_TOPIC,
+                    topic=topic,
                 )
-                if message.get("zone") == "view" and message.get("value"):
+                if topic == STATE_TOPIC and message.get("zone") == "view" and message.get("value"):
                     await self._update_attributes(message["value"])
             except Exception:  # a lost message must not stop the ones after it
                 logger.exception("could not send a state message to the room")

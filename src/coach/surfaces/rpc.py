@@ -47,7 +47,7 @@ from ..state.view import focus
 from ..state.zones import Action, Zone
 from ..store import MessageRecord, SessionRecord, clean_text
 from ..userdata import UserData
-from .room import StateMessage
+from .room import StateMessage, StepMessage
 
 logger = logging.getLogger("coach.rpc")
 
@@ -244,6 +244,17 @@ class GetStateResponse(_Response):
     step: int = Field(description="The snapshot's step.")
 
 
+class InterruptRequest(_Request):
+    """``coach.interrupt``: stop what the agent is saying or generating now (a stop
+    button). The reply is stored as interrupted, with only what was played."""
+
+
+class InterruptResponse(_Response):
+    interrupted: bool = Field(
+        description="False: nothing was being said, or the reply cannot be interrupted."
+    )
+
+
 class Fact(_Response):
     """One thing the person agreed coach may remember."""
 
@@ -384,15 +395,18 @@ def json_schema() -> dict[str, Any]:
         schema = model.model_json_schema(ref_template="#/$defs/{model}", mode=mode)
         defs.update(schema.pop("$defs", {}))
         defs[model.__name__] = schema
-    stream = TypeAdapter(StateMessage).json_schema(
-        ref_template="#/$defs/{model}", mode="serialization"
+    streams: tuple[tuple[str, str, TypeAdapter[Any]], ...] = (
+        ("StateMessage", "coach.state", TypeAdapter(StateMessage)),
+        ("StepMessage", "coach.steps", TypeAdapter(StepMessage)),
     )
-    defs.update(stream.pop("$defs", {}))
-    defs["StateMessage"] = {
-        "title": "StateMessage",
-        "description": "A message on the text stream topic `coach.state`.",
-        **stream,
-    }
+    for name, topic, adapter in streams:
+        stream = adapter.json_schema(ref_template="#/$defs/{model}", mode="serialization")
+        defs.update(stream.pop("$defs", {}))
+        defs[name] = {
+            "title": name,
+            "description": f"A message on the text stream topic `{topic}`.",
+            **stream,
+        }
     for schema in defs.values():
         for field in schema.get("properties", {}).values():
             _untitled(field)
@@ -697,6 +711,20 @@ async def delete_session(call: Call, request: DeleteSessionRequest) -> DeleteSes
     if open_id is not None and userdata.session_id == open_id:
         userdata.state.attach(open_id, await userdata.store.get_state(open_id))
     return DeleteSessionResponse(session_id=found.id)
+
+
+@method("coach.interrupt", InterruptRequest, InterruptResponse)
+async def interrupt(call: Call, request: InterruptRequest) -> InterruptResponse:
+    """Interrupt the agent's reply, as the person talking over it would."""
+    session = call.session
+    if session is None:
+        raise rtc.RpcError(409, "No live conversation to interrupt.")
+    speaking = session.agent_state in ("thinking", "speaking")
+    try:
+        await session.interrupt()
+    except RuntimeError:  # not running, or a reply that disallows interruptions
+        return InterruptResponse(interrupted=False)
+    return InterruptResponse(interrupted=speaking)
 
 
 @method("coach.get_state", GetStateRequest, GetStateResponse)

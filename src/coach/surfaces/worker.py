@@ -17,8 +17,10 @@ from livekit.agents import (
     CloseReason,
     JobContext,
     JobProcess,
+    llm,
     room_io,
 )
+from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 from livekit.agents.worker import _DefaultLoadCalc
 
 from ..errors import InvalidWrite
@@ -27,7 +29,7 @@ from ..runtime import Runtime
 from ..settings import Settings, load_settings
 from ..store import check_identity
 from .health import DatabaseHealth
-from .room import RoomStateSink
+from .room import HandoffStep, RoomStateSink, ToolStep
 from .rpc import register_all
 
 logger = logging.getLogger("coach.worker")
@@ -125,6 +127,31 @@ def end_job_on_model_failure(session: AgentSession[Any], job: JobControls) -> No
     session.on("close", on_close)
 
 
+def stream_steps(session: AgentSession[Any], sink: RoomStateSink) -> None:
+    """Send every tool call and handoff of ``session`` on ``coach.steps`` as it happens
+    (the web client's "show steps"; nothing else reads it). The first agent taking the
+    session at its start is not a handoff."""
+
+    def on_tools(event: FunctionToolsExecutedEvent) -> None:
+        for call, output in zip(event.function_calls, event.function_call_outputs, strict=False):
+            ok = output is None or not output.is_error
+            sink.publish_step(
+                ToolStep(type="tool", tool=call.name, arguments=call.arguments, ok=ok)
+            )
+
+    def on_item(event: ConversationItemAddedEvent) -> None:
+        item = event.item
+        if isinstance(item, llm.AgentHandoff) and item.old_agent_id is not None:
+            sink.publish_step(
+                HandoffStep(
+                    type="handoff", from_agent=item.old_agent_id, to_agent=item.new_agent_id
+                )
+            )
+
+    session.on("function_tools_executed", on_tools)
+    session.on("conversation_item_added", on_item)
+
+
 def user_identity(participant_identity: str, *, fake_job: bool) -> str | None:
     """Who the room's user is, or ``None`` when they must say their name (SPEC §3).
 
@@ -166,6 +193,7 @@ async def entrypoint(ctx: JobContext) -> None:
         userdata, llm=models.llm, stt=models.stt, tts=models.tts, vad=ctx.proc.userdata["vad"]
     )
     end_job_on_model_failure(session, ctx)
+    stream_steps(session, sink)
     agent = (
         runtime.first_agent(userdata)
         if identity is None

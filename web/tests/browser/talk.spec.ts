@@ -1,5 +1,5 @@
 import { expect, test } from "@playwright/test";
-import { connect } from "./helpers";
+import { connect, screenshot } from "./helpers";
 
 test("the transcript shows user and agent segments, an interim one updated in place", async ({ page }) => {
   await connect(page);
@@ -79,4 +79,57 @@ test("the connection's state is shown", async ({ page }) => {
   await expect(page.getByTestId("connection")).toHaveText("Reconnecting…");
   await page.evaluate(() => window.coachTest.fake.setStatus("disconnected"));
   await expect(page.getByRole("status")).toContainText("The connection to the room has ended");
+});
+
+test("show steps lists the agents' tool calls and handoffs in the transcript, live", async ({ page }) => {
+  await connect(page);
+  const transcript = page.getByRole("list", { name: "Transcript" });
+  const toggle = page.getByLabel("Show steps");
+  await expect(toggle).not.toBeChecked(); // what was said, only, unless asked
+  await toggle.check();
+  await page.evaluate(() => {
+    const fake = window.coachTest.fake;
+    fake.sendStream("lk.transcription", "ada", "Bike parking at the office.", { "lk.segment_id": "SG_u", "lk.transcription_final": "true" });
+    fake.sendStream("coach.steps", "agent-coach", JSON.stringify({ type: "tool", tool: "capture_design_challenge", arguments: '{"challenge":"Bike parking"}', ok: true }));
+    fake.sendStream("coach.steps", "agent-coach", JSON.stringify({ type: "handoff", from_agent: "design_coach", to_agent: "design_strategist" }));
+    fake.sendStream("coach.steps", "agent-coach", JSON.stringify({ type: "tool", tool: "add_idea", arguments: "{}", ok: false }));
+    fake.sendStream("coach.steps", "someone-else", JSON.stringify({ type: "tool", tool: "forged", arguments: "{}", ok: true }));
+    fake.sendStream("coach.steps", "agent-coach", "not a step");
+  });
+  const steps = [
+    'capture_design_challenge({"challenge":"Bike parking"}) → ok',
+    "handoff: design_coach → design_strategist",
+    "add_idea({}) → failed",
+  ];
+  await expect(transcript.locator("li.turn .said")).toHaveText(["Bike parking at the office.", ...steps]);
+  await page.evaluate(() => {
+    window.coachTest.fake.sendStream("lk.transcription", "agent-coach", "Strategist here.", { "lk.segment_id": "SG_a", "lk.transcription_final": "true" });
+  });
+  await expect(transcript.locator("li.turn .said")).toHaveText(["Bike parking at the office.", ...steps, "Strategist here."]);
+  await expect(transcript.locator("li.turn.step .who").first()).toHaveText("Step");
+  await screenshot(page, "transcript-steps");
+  await toggle.uncheck();
+  await expect(transcript.locator("li.turn .said")).toHaveText(["Bike parking at the office.", "Strategist here."]);
+});
+
+test("stop interrupts the coach while it speaks or thinks, through coach.interrupt", async ({ page }) => {
+  await connect(page);
+  const stop = page.getByRole("button", { name: "Stop" });
+  await expect(stop).toBeDisabled(); // nothing to stop
+  await page.evaluate(() => window.coachTest.fake.setAgentAttributes({ "lk.agent.state": "speaking" }));
+  await expect(stop).toBeEnabled();
+  await stop.click();
+  await expect(page.getByTestId("agent-state")).toHaveAttribute("data-state", "listening");
+  await expect(stop).toBeDisabled();
+  const calls = await page.evaluate(() => window.coachTest.fake.calls.filter((c) => c.method === "coach.interrupt"));
+  expect(calls).toEqual([{ method: "coach.interrupt", request: {} }]);
+
+  // A failed call is one line, and the button can be pressed again.
+  await page.evaluate(() => {
+    window.coachTest.fake.setAgentAttributes({ "lk.agent.state": "thinking" });
+    window.coachTest.fake.failNext.set("coach.interrupt", "No live conversation to interrupt.");
+  });
+  await stop.click();
+  await expect(page.getByRole("alert")).toHaveText("No live conversation to interrupt.");
+  await expect(stop).toBeEnabled();
 });
