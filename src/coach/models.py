@@ -1,18 +1,37 @@
-"""Model plugins built from settings: any OpenAI-compatible server for LLM, STT and TTS."""
+"""Model plugins built from settings: any OpenAI-compatible server for LLM, STT and TTS.
+
+A text chat needs the LLM alone: the OpenAI plugin's LLM module is imported without the
+rest of the plugin (:mod:`coach._submodule`), and the STT, TTS and VAD plugins when a
+voice worker loads them (:func:`load_plugins`) or builds them.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents import NOT_GIVEN, APIConnectOptions, APIError, APIStatusError, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NotGivenOr
 from livekit.agents.vad import VAD
-from livekit.plugins import openai, silero
-from livekit.plugins.openai import llm as openai_llm
 
+from ._submodule import import_submodule
 from .settings import Settings
+
+OPENAI_PLUGIN = "livekit.plugins.openai"
+
+if TYPE_CHECKING:
+    from livekit.plugins import openai
+    from livekit.plugins.openai import llm as openai_llm
+else:
+    openai_llm = import_submodule(OPENAI_PLUGIN, "llm")  # see the module's doc
+
+
+def load_plugins() -> None:
+    """Import the plugins a voice worker uses, whole, on the main thread: LiveKit knows a
+    plugin by its import (``download-files`` fetches its files, job processes preload
+    it), and refuses one imported on another thread."""
+    from livekit.plugins import openai, silero  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -96,7 +115,7 @@ class _ReplyOrError(openai_llm.LLMStream):
             )
 
 
-class ChatModel(openai.LLM):
+class ChatModel(openai_llm.LLM):
     """The openai plugin's LLM, for any OpenAI-compatible server, whose every answer is
     either a reply, a tool call or an error (see :class:`_ReplyOrError`)."""
 
@@ -160,6 +179,8 @@ def _token_cap(settings: Settings) -> dict[str, Any]:
 
 def build_stt(settings: Settings) -> openai.STT:
     """Speech-to-text (OpenAI, or a compatible server via COACH_STT_BASE_URL)."""
+    from livekit.plugins import openai
+
     return openai.STT(
         model=settings.stt_model,
         api_key=_key(settings),
@@ -169,6 +190,8 @@ def build_stt(settings: Settings) -> openai.STT:
 
 def build_tts(settings: Settings) -> openai.TTS:
     """Text-to-speech (OpenAI, or a compatible server via COACH_TTS_BASE_URL)."""
+    from livekit.plugins import openai
+
     return openai.TTS(
         model=settings.tts_model,
         voice=settings.tts_voice,
@@ -179,4 +202,6 @@ def build_tts(settings: Settings) -> openai.TTS:
 
 def load_vad() -> VAD:
     """The silero voice-activity detector (loaded once per worker process)."""
+    from livekit.plugins import silero  # voice only: a text chat needs no VAD
+
     return silero.VAD.load()
