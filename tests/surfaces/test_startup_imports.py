@@ -96,7 +96,15 @@ async def test_commands_that_run_no_agent_import_no_agent_framework(tmp_path: Pa
         (("connect",), {**env, **LIVEKIT}, 2, "LIVEKIT_API_SECRET"),
         (("frobnicate",), env, 2, "invalid choice"),
     ]
-    results = [await probe(*args, env=case_env) for args, case_env, _, _ in cases]
+    at_once = asyncio.Semaphore(4)  # the processes are independent: overlap them
+
+    async def one(
+        args: tuple[str, ...], case_env: dict[str, str]
+    ) -> tuple[int, str, str, list[str]]:
+        async with at_once:
+            return await probe(*args, env=case_env)
+
+    results = await asyncio.gather(*(one(args, case_env) for args, case_env, _, _ in cases))
 
     wrong = []
     for (args, _, want_code, says), (code, out, err, loaded) in zip(cases, results, strict=True):
