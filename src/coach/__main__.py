@@ -201,6 +201,12 @@ def _dispatch(argv: Sequence[str]) -> int:
         return 0
     settings = load_settings()
     if args.command == "chat":
+        # What run_chat checks first, checked before the agent framework is imported.
+        settings.require_llm()
+        if args.user is not None:
+            from .store import check_identity
+
+            check_identity(args.user)
         from .surfaces.chat import run_chat
 
         _configure_logging(settings, quiet=True)

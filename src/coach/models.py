@@ -1,4 +1,8 @@
-"""Model plugins built from settings: any OpenAI-compatible server for LLM, STT and TTS."""
+"""Model plugins built from settings: any OpenAI-compatible server for LLM, STT and TTS.
+
+A text chat needs the OpenAI plugin's LLM alone: the silero VAD plugin is imported when a
+voice worker loads it (:func:`load_plugins`) or builds the VAD.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,17 @@ from typing import Any
 from livekit.agents import NOT_GIVEN, APIConnectOptions, APIError, APIStatusError, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NotGivenOr
 from livekit.agents.vad import VAD
-from livekit.plugins import openai, silero
+from livekit.plugins import openai
 from livekit.plugins.openai import llm as openai_llm
 
 from .settings import Settings
+
+
+def load_plugins() -> None:
+    """Import the VAD plugin on the main thread: LiveKit knows a plugin by its import
+    (``download-files`` fetches its files, job processes preload it), and refuses one
+    imported on another thread."""
+    from livekit.plugins import silero  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,7 @@ class _ReplyOrError(openai_llm.LLMStream):
             )
 
 
-class ChatModel(openai.LLM):
+class ChatModel(openai_llm.LLM):
     """The openai plugin's LLM, for any OpenAI-compatible server, whose every answer is
     either a reply, a tool call or an error (see :class:`_ReplyOrError`)."""
 
@@ -179,4 +190,6 @@ def build_tts(settings: Settings) -> openai.TTS:
 
 def load_vad() -> VAD:
     """The silero voice-activity detector (loaded once per worker process)."""
+    from livekit.plugins import silero  # voice only: a text chat needs no VAD
+
     return silero.VAD.load()

@@ -22,8 +22,6 @@ import platformdirs
 from dotenv.parser import parse_stream
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigError
 
@@ -50,6 +48,11 @@ DATABASE_DRIVERS = {
 
 def check_database_url(url: str) -> str:
     """``url`` if coach can open it; otherwise ``ValueError`` naming what is wrong with it."""
+    # SQLAlchemy only here: what reads no database URL (--help, a bad other setting) is
+    # answered without loading it.
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     example = "e.g. sqlite+aiosqlite:///path/to/coach.db or postgresql+asyncpg://user@host/db"
     if "://" not in url:
         raise ValueError(f"{url!r} is not a database URL: it has no scheme ({example})")
@@ -171,6 +174,8 @@ class Settings(BaseSettings):
     @property
     def database_label(self) -> str:
         """The database in words for a person (a URL's password hidden)."""
+        from sqlalchemy.engine import make_url
+
         return make_url(self.database_url).render_as_string(hide_password=True)
 
     @property

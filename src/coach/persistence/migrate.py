@@ -11,20 +11,22 @@ The migration scripts and ``alembic.ini`` are found with
 On PostgreSQL the upgrade holds an advisory lock, so workers (or compose's ``migrate``
 service and a worker) that migrate at the same time run one after the other; on SQLite
 the write lock does the same.
+
+A database already at the newest revision — every start of a surface but the first
+after a release — is recognised without Alembic (:func:`_at_head`: one query, and the
+revision ids read from the migration scripts' text), since importing Alembic costs more
+CPU than the rest of ``sessions list``. Anything else goes through Alembic as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import Any, Final
+import re
+from typing import TYPE_CHECKING, Any, Final
 
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -32,6 +34,9 @@ from .._resources import resource_path
 from ..errors import ConfigError, StorageError
 from .engine import create_engine, normalize_url, write_engine
 from .schema import Base
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = [
     "alembic_config",
@@ -56,6 +61,8 @@ def alembic_config(url: str | URL | None = None, *, secret: bytes | None = None)
     ``%`` need no escaping; so does ``secret``, the memory-step HMAC key that a
     migration converting stored steps needs (without it, the settings' key is used).
     """
+    from alembic.config import Config
+
     config = Config(str(resource_path("alembic.ini")))
     config.set_main_option("script_location", str(resource_path("migrations")))
     if url is not None:
@@ -67,17 +74,52 @@ def alembic_config(url: str | URL | None = None, *, secret: bytes | None = None)
 
 def head_revision() -> str | None:
     """Return the newest revision of the shipped migrations."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def _upgrade(connection: Connection, config: Config, revision: str) -> bool:
+_REVISION = re.compile(r"^(down_revision|revision)\b[^=\n]*=\s*(None|\"[^\"]*\"|'[^']*')", re.M)
+
+
+@functools.cache
+def scripted_head() -> str | None:
+    """The newest revision, read from the migration scripts' text without Alembic; None
+    when the scripts are not one plain chain this reading is sure of (then Alembic
+    decides). ``head_revision`` is the authority; the tests hold the two equal."""
+    links: dict[str, str | None] = {}
+    for script in sorted((resource_path("migrations") / "versions").glob("*.py")):
+        pairs = [(m[1], m[2]) for m in _REVISION.finditer(script.read_text("utf-8"))]
+        found = dict(pairs)
+        if sorted(found) != ["down_revision", "revision"] or len(pairs) != 2:
+            return None
+        if found["revision"] == "None":
+            return None
+        down = found["down_revision"]
+        links[found["revision"][1:-1]] = None if down == "None" else down[1:-1]
+    heads = set(links) - set(links.values())
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _at_head(connection: Connection) -> bool:
+    """True when the database is at the newest revision (read without Alembic)."""
+    head = scripted_head()
+    return head is not None and _current(connection) == head
+
+
+def _upgrade(connection: Connection, url: str | URL, secret: bytes | None, revision: str) -> bool:
     """Migrate under the lock; False (and nothing done) when a newer release migrated the
     database past every revision this release knows."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+    if revision == "head" and _at_head(connection):
+        return True
+    from alembic import command
+
     current = _current(connection)
     if current is not None and current not in _known_revisions():
         return False
+    config = alembic_config(url, secret=secret)
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
     return True
@@ -95,11 +137,10 @@ async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | Non
         StorageError: When the database cannot be reached or a migration fails.
         ConfigError: A newer release migrated it in a way this release cannot use.
     """
-    config = alembic_config(url, secret=secret)
     engine = create_engine(url, pool_size=1, max_overflow=0)
     try:
         async with write_engine(engine).begin() as conn:
-            migrated = await conn.run_sync(_upgrade, config, revision)
+            migrated = await conn.run_sync(_upgrade, url, secret, revision)
     except SQLAlchemyError as exc:
         reason = _first_line(getattr(exc, "orig", None) or exc)
         raise StorageError(f"migrating the database failed: {reason}") from exc
@@ -126,6 +167,15 @@ def upgrade_sync(url: str | URL, revision: str = "head", *, secret: bytes | None
 
 
 def _current(connection: Connection) -> str | None:
+    """The stored revision, as Alembic reads it (None: not migrated), without Alembic but
+    for a table of several heads, where Alembic's error says what is wrong."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    stored = [row[0] for row in connection.execute(text("SELECT version_num FROM alembic_version"))]
+    if len(stored) <= 1:
+        return stored[0] if stored else None
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
@@ -158,7 +208,10 @@ async def require_current(url: str | URL) -> None:
             ``python -m coach db upgrade``), or a newer release changed it in a way this
             release cannot work with.
     """
-    revision, head = await current_revision(url), head_revision()
+    revision = await current_revision(url)
+    if revision is not None and revision == scripted_head():
+        return
+    head = head_revision()
     if revision == head:
         return
     if revision is None or revision in _known_revisions():
@@ -193,6 +246,8 @@ per revision, not at every health check."""
 
 
 def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(alembic_config())
     return {rev.revision for rev in script.walk_revisions()}
 
@@ -242,6 +297,9 @@ def _first_line(error: BaseException) -> str:
 
 
 def _diff(connection: Connection) -> list[Any]:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(connection, opts={"compare_type": True})
     return list(compare_metadata(context, Base.metadata))
 

@@ -3,7 +3,9 @@ show | forget | delete``: the operator's view of sessions (branches under the se
 came from), of what coach remembers about a person, and the erasing of personal data.
 
 ``show`` and ``export`` page through a session (:data:`PAGE` rows per read) and write as
-they read, so a session of any length is never held whole.
+they read, so a session of any length is never held whole. None of it imports the agent
+framework: a stored step's classes are loaded with the step (``show --steps``,
+``export``), and only then.
 """
 
 from __future__ import annotations
@@ -14,10 +16,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TextIO
 
-from livekit.agents import llm
-
 from ..errors import ConfigError, SessionNotFound
-from ..state.history import item_text
 from ..state.person import PersonError, empty_person, forget, forget_all, person_lines
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta
 from ..store import MessageRecord, Store, UserRecord, session_tree
@@ -154,6 +153,8 @@ def _dumps(value: Any) -> str:
 
 
 def _step_json(item: object) -> Any:
+    from livekit.agents import llm  # loaded already: the step was unpickled from its classes
+
     if isinstance(
         item, llm.ChatMessage | llm.FunctionCall | llm.FunctionCallOutput | llm.AgentHandoff
     ):
@@ -168,6 +169,10 @@ def _json_default(value: Any) -> Any:
 
 
 def _step_line(item: object) -> str:
+    from livekit.agents import llm  # loaded already: the step was unpickled from its classes
+
+    from ..state.history import item_text
+
     if isinstance(item, llm.ChatMessage):
         mark = " [interrupted]" if item.interrupted else ""
         return f"{item.role:>9}: {item.text_content or ''}{mark}"

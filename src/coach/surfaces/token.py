@@ -1,16 +1,29 @@
-"""``python -m coach token``: a join token that also dispatches the coach agent."""
+"""``python -m coach token``: a join token that also dispatches the coach agent.
+
+Light on purpose: ``token`` and ``web`` import it, and neither runs an agent, so it
+loads LiveKit's server API only, not the agent framework (the worker imports
+:data:`AGENT_NAME` from here, not the other way round).
+"""
 
 from __future__ import annotations
 
 import datetime
+import warnings
 
 from livekit import api
 
 from ..errors import ConfigError
 from ..settings import Settings
 from ..store import check_identity
-from .livekit_cli import quiet_dev_key_warning
-from .worker import AGENT_NAME
+
+AGENT_NAME = "coach"
+"""The name the worker registers its agent under, and the one a join token dispatches."""
+
+
+def quiet_dev_key_warning() -> None:
+    """Silence PyJWT's key-length warning: the key is the LiveKit server's (``secret``
+    for ``livekit-server --dev``), not coach's to choose, and it printed at every start."""
+    warnings.filterwarnings("ignore", message="The HMAC key is", module=r"jwt\.")
 
 
 def make_token(

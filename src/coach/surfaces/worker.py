@@ -24,17 +24,18 @@ from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionTool
 from livekit.agents.worker import _DefaultLoadCalc
 
 from ..errors import InvalidWrite
-from ..models import VoiceModels, load_vad
+from ..models import VoiceModels, load_plugins, load_vad
 from ..runtime import Runtime
 from ..settings import Settings, load_settings
 from ..store import check_identity
 from .health import DatabaseHealth
 from .room import HandoffStep, RoomStateSink, ToolStep
 from .rpc import register_all
+from .token import AGENT_NAME
 
 logger = logging.getLogger("coach.worker")
 
-AGENT_NAME = "coach"
+load_plugins()
 
 
 def prewarm(proc: JobProcess) -> None:

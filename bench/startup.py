@@ -1,0 +1,235 @@
+"""What each ``python -m coach`` command costs before it does its work: process CPU.
+
+Each trial is a fresh ``python -m coach ...`` process; the figure is its CPU (user +
+system, all threads): to exit for a command that runs no agent, and to the greeting's
+line for ``chat`` (read from ``/proc`` the moment ``coach>`` is printed, against the
+local fake OpenAI server). Every trial also says whether ``livekit.agents`` was loaded.
+
+With ``--before REV`` the same commands also run from the source of commit ``REV``
+(``git archive``), trials of the two trees alternating in pairs (ABBA...), after one
+warm-up trial, so drift on a shared machine falls on both; the report is the medians of
+each and of the paired differences. Run from the repository root (Linux)::
+
+    python -m bench.startup --pairs 7 --before 4772e08
+    python -m bench.startup --pairs 3 --cases help,chat   # some commands, this tree only
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "bench-startup-secret-0123456789abcdef"
+GREETING = "Hi! I'm your design coach. What's your name?"
+TICK = os.sysconf("SC_CLK_TCK")
+PROBE = (
+    "import atexit, sys; atexit.register(lambda: print('livekit.agents loaded:', "
+    "'livekit.agents' in sys.modules, file=sys.stderr)); import runpy; "
+    "sys.argv = ['coach', *sys.argv[1:]]; runpy.run_module('coach', run_name='__main__')"
+)
+"""``python -c PROBE ARGS`` runs ``python -m coach ARGS`` and says, at exit, whether
+``livekit.agents`` was imported."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One command: its arguments, the environment it adds, and what ends the trial."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    greeting: bool = False
+    """Measure to the greeting's line (``chat``), not to exit."""
+
+
+LIVEKIT = {"LIVEKIT_API_KEY": "devkey", "LIVEKIT_API_SECRET": "secret-" + "x" * 32}
+CASES: dict[str, Case] = {
+    "help": Case(("--help",)),
+    "bad-setting": Case(("sessions", "list"), {"COACH_DATABASE_URL": "bogus://x"}),
+    "sessions-list": Case(("sessions", "list")),
+    "sessions-show": Case(("sessions", "show", "{session}")),
+    "users-show": Case(("users", "show", "ada")),
+    "db-upgrade": Case(("db", "upgrade")),
+    "token": Case(("token", "--identity", "ada"), LIVEKIT),
+    "web-no-livekit": Case(("web",)),
+    "chat-no-llm": Case(("chat",), {"COACH_LLM_BASE_URL": ""}),
+    "dev-no-livekit": Case(("dev",)),
+    "chat": Case(("chat", "--user", "ada"), greeting=True),
+}
+"""What is measured. ``sessions-show`` reads the session the setup's chat stored."""
+
+
+def _cpu_of(pid: int) -> float:
+    """Seconds of CPU (user + system, every thread) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+@dataclass
+class Tree:
+    """A source tree to run coach from, with its own home and SQLite file."""
+
+    name: str
+    root: Path
+    home: Path
+    session: str = ""
+
+    def env(self, case: Case, url: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("COACH_", "OPENAI_"))}
+        env = {k: v for k, v in env.items() if not k.startswith("LIVEKIT_")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: from cached bytecode
+        env.update(
+            PYTHONPATH=str(self.root / "src"),
+            HOME=str(self.home),
+            XDG_DATA_HOME=str(self.home / "data"),
+            COACH_DATABASE_URL=f"sqlite+aiosqlite:///{self.home / 'coach.db'}",
+            COACH_SECRET_KEY=SECRET,
+            COACH_LLM_BASE_URL=url,
+            COACH_LLM_MODEL="fake",
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(case.env)
+        return env
+
+
+def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
+    """One run of ``case`` from ``tree``: (CPU seconds, whether livekit.agents loaded)."""
+    argv = [a.replace("{session}", tree.session) for a in case.argv]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROBE, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=tree.env(case, url),
+        cwd=tree.home,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    err: list[str] = []
+    stderr = proc.stderr
+    reader = threading.Thread(target=lambda: err.extend(stderr), daemon=True)
+    reader.start()
+    cpu: float | None = None
+    if case.greeting:
+        for line in proc.stdout:
+            if line.startswith("coach> "):
+                cpu = _cpu_of(proc.pid)
+                break
+        proc.stdin.close()
+        proc.stdout.read()
+    else:
+        proc.stdin.close()
+        proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    reader.join(timeout=30)
+    if cpu is None:
+        if case.greeting:
+            raise RuntimeError(f"{tree.name}: no greeting from chat: {''.join(err)[-2000:]}")
+        cpu = usage.ru_utime + usage.ru_stime
+    loaded = any(line.strip() == "livekit.agents loaded: True" for line in err)
+    return cpu, loaded
+
+
+def _archive(rev: str, into: Path) -> Path:
+    """The source of commit ``rev`` (code, prompts, migrations) unpacked into ``into``."""
+    into.mkdir(parents=True)
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "src", "prompts", "migrations", "alembic.ini"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into
+
+
+def _setup(tree: Tree, url: str) -> None:
+    """A stored visit of ``ada`` (one greeting) to list and show; remembers its id."""
+    tree.home.mkdir(parents=True)
+    trial(tree, CASES["chat"], url)
+    env = tree.env(CASES["sessions-list"], url)
+    out = subprocess.run(
+        [sys.executable, "-m", "coach", "sessions", "list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=tree.home,
+    ).stdout
+    tree.session = out.split()[0]
+
+
+async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
+    from tests.fakes import FakeOpenAIServer, say
+
+    with tempfile.TemporaryDirectory(prefix="coach-startup-") as tmp:
+        work = Path(tmp)
+        trees = [Tree("now", ROOT, work / "home-now")]
+        if before:
+            trees.insert(0, Tree(f"at {before}", _archive(before, work / "before"), work / "hb"))
+        greetings = (2 * pairs + 2) * len(trees) + 4
+        async with FakeOpenAIServer([say(GREETING)] * greetings) as server:
+            url = server.base_url
+            for tree in trees:
+                await asyncio.to_thread(_setup, tree, url)
+            results: dict[str, dict[str, list[tuple[float, bool]]]] = {}
+            for name in names:
+                case = CASES[name]
+                runs: dict[str, list[tuple[float, bool]]] = {t.name: [] for t in trees}
+                await asyncio.to_thread(trial, trees[-1], case, url)  # warm-up
+                for n in range(pairs):
+                    for tree in trees if n % 2 == 0 else trees[::-1]:
+                        runs[tree.name].append(await asyncio.to_thread(trial, tree, case, url))
+                results[name] = runs
+                _row(name, runs, [t.name for t in trees])
+    print(f"command: python -m bench.startup --pairs {pairs} --cases {','.join(names)}", end="")
+    print(f" --before {before}" if before else "")
+
+
+_header = False
+
+
+def _row(name: str, runs: dict[str, list[tuple[float, bool]]], trees: list[str]) -> None:
+    global _header
+    if not _header:
+        cols = " | ".join(f"{t}: CPU s, median" for t in trees)
+        diff = " | paired difference, median" if len(trees) == 2 else ""
+        print(f"| command | {cols}{diff} | livekit.agents loaded |")
+        print("|---" * (len(trees) + (3 if len(trees) == 2 else 2)) + "|")
+        _header = True
+    meds = [statistics.median(cpu for cpu, _ in runs[t]) for t in trees]
+    cells = " | ".join(f"{m:.2f}" for m in meds)
+    if len(trees) == 2:
+        diffs = [a[0] - b[0] for a, b in zip(runs[trees[0]], runs[trees[1]], strict=True)]
+        cells += f" | {statistics.median(diffs):.2f}"
+    loaded = " / ".join(
+        "yes" if all(lo for _, lo in runs[t]) else "no" if not any(lo for _, lo in runs[t]) else "?"
+        for t in trees
+    )
+    print(f"| {name} | {cells} | {loaded} |", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.startup")
+    parser.add_argument("--pairs", type=int, default=7)
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated names")
+    parser.add_argument("--before", metavar="REV", help="also run commit REV's source, paired")
+    args = parser.parse_args(argv)
+    names = [n for n in args.cases.split(",") if n]
+    unknown = set(names) - set(CASES)
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(sorted(unknown))} (known: {', '.join(CASES)})")
+    asyncio.run(_run(names, args.pairs, args.before))
+
+
+if __name__ == "__main__":
+    main()
