@@ -29,8 +29,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from livekit.agents import llm
-
 from .board import BriefRenderer, RenderInput
 from .design import search_items, work_items
 from .zones import Action, DeltaSpec, DeltaType, ResultMeta
@@ -120,6 +118,10 @@ class Redactor:
         """The memory step rewritten without the erased sessions, or ``None`` when it
         holds nothing of them. Tool results and the query of a tool call are rewritten
         (ids and pairing kept); messages are the later session's own words."""
+        # Here, not at the top: a decoded step has loaded the framework already, and the
+        # commands that only list or erase sessions never import it (see bench/startup.py).
+        from livekit.agents import llm
+
         if isinstance(item, llm.FunctionCallOutput) and self.quotes(item.output):
             return item.model_copy(update={"output": self.text(item.output)})
         if isinstance(item, llm.FunctionCall):
