@@ -249,13 +249,20 @@ async def test_follow_up_turns_stay_in_one_session(runtime: Runtime) -> None:
 class FakeRoomOutput:
     def __init__(self) -> None:
         self.texts: list[tuple[str, list[str] | None, str]] = []
+        self.stream_attributes: list[dict[str, str] | None] = []
         self.attributes: list[dict[str, str]] = []
 
     async def send_text(
-        self, text: str, *, destination_identities: list[str] | None = None, topic: str = ""
+        self,
+        text: str,
+        *,
+        destination_identities: list[str] | None = None,
+        topic: str = "",
+        attributes: dict[str, str] | None = None,
     ) -> None:
         await asyncio.sleep(0)  # a network write yields to the loop
         self.texts.append((text, destination_identities, topic))
+        self.stream_attributes.append(attributes)
 
     async def set_attributes(self, attributes: dict[str, str]) -> None:
         self.attributes.append(dict(attributes))
@@ -285,6 +292,22 @@ async def test_room_receives_state_messages_in_step_order(runtime: Runtime) -> N
     assert output.attributes[-1] == {"coach.agent": "strategist", "coach.phase": "empathize"}
     template = next(m for m in reversed(messages) if m["zone"] == "template")
     assert "Trust is low" in template["value"]["markdown"]
+
+
+async def test_telling_the_user_is_a_final_agent_segment_of_the_transcript() -> None:
+    output = FakeRoomOutput()
+    sink = RoomStateSink(output, "zoe")
+    await sink.tell("Sorry, I have to end this call.")
+    await sink.tell("Again.")
+    await sink.aclose()
+    assert output.texts == [
+        ("Sorry, I have to end this call.", ["zoe"], "lk.transcription"),
+        ("Again.", ["zoe"], "lk.transcription"),
+    ]
+    first, second = output.stream_attributes
+    assert first is not None and second is not None
+    assert first["lk.transcription_final"] == "true"
+    assert first["lk.segment_id"] != second["lk.segment_id"]  # two segments, not one
 
 
 async def test_a_fresh_read_arrives_whole_after_the_deltas_already_sent(runtime: Runtime) -> None:

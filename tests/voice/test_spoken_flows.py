@@ -9,10 +9,11 @@ or finished, the agent listening again); the timeouts are hang guards only.
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
-from livekit.agents import APIConnectOptions, CloseReason, llm
+from livekit.agents import APIConnectOptions, llm
 from livekit.agents.vad import VAD
 from livekit.agents.voice.agent_session import SessionConnectOptions
 from livekit.plugins import openai
@@ -20,7 +21,7 @@ from livekit.plugins import openai
 from coach.agents import DesignStrategist
 from coach.agents.restore import restored_chat_ctx
 from coach.runtime import Runtime
-from coach.surfaces.worker import end_job_on_model_failure
+from coach.surfaces.worker import OUTAGE_SENTENCES, end_job_on_outage
 from coach.userdata import UserData
 from tests.agents.helpers import CHALLENGE, new_session_with_phases
 from tests.fakes import FakeOpenAIServer, Reply, ToolCall, call, say
@@ -203,16 +204,22 @@ async def test_a_spoken_resume_is_recognised_and_loads_the_session(
 
 
 class _Job:
-    """The job controls the worker ends a job with (JobContext's delete_room/shutdown)."""
+    """The job controls the worker ends a job with (JobContext's delete_room/shutdown),
+    and the room's transcript the user is told in, recorded in order."""
 
     def __init__(self) -> None:
         self.ended: list[str] = []
+        self.done = asyncio.Event()
+
+    async def tell(self, text: str) -> None:
+        self.ended.append(f"told: {text}")
 
     def delete_room(self) -> Any:
         self.ended.append("room deleted")
 
     def shutdown(self, reason: str = "") -> None:
         self.ended.append(f"shutdown: {reason}")
+        self.done.set()
 
 
 @pytest.mark.parametrize("down", ["transcriptions", "speech"])
@@ -232,11 +239,11 @@ async def test_a_speech_outage_mid_call_ends_it_cleanly_and_keeps_what_was_said(
         vad,
         identity="ada",
         conn_options=SessionConnectOptions(
-            stt_conn_options=once, tts_conn_options=once, max_unrecoverable_errors=0
+            stt_conn_options=once, tts_conn_options=once, max_unrecoverable_errors=sys.maxsize
         ),
     )
     job = _Job()
-    end_job_on_model_failure(call_.session, job)  # as the worker does in a room
+    end_job_on_outage(call_.session, job, tell=job.tell, limit=0)  # as the worker does
     await call_.say(
         "i want to redesign onboarding",
         [call("capture_design_challenge", challenge=CHALLENGE), say("Got it. Who is it for?")],
@@ -244,13 +251,24 @@ async def test_a_speech_outage_mid_call_ends_it_cleanly_and_keeps_what_was_said(
     )
     session_id = userdata(call_).session_id
     assert session_id is not None
+    spoken_before = len(speech.spoken)
     speech.outage.add(down)  # type: ignore[arg-type]
     llm_server.extend([say("A budgeting app, lovely.")])
     await call_.mic.say(await call_.utterance("a budgeting app"))
-    closed = await call_.log.wait_for(lambda e: e[0] == "close", guard=HANG)
-    assert closed[1].reason == CloseReason.ERROR
-    assert closed[1].error.type == ("stt_error" if down == "transcriptions" else "tts_error")
-    assert job.ended[0] == "room deleted" and job.ended[1].startswith("shutdown: model failure")
+    await asyncio.wait_for(job.done.wait(), HANG)
+    kind = "stt_error" if down == "transcriptions" else "tts_error"
+    sentence = OUTAGE_SENTENCES[kind]
+    # Told in the transcript, then the room closed and the job ended.
+    assert job.ended[0] == f"told: {sentence}"
+    assert job.ended[1] == "room deleted" and job.ended[2].startswith("shutdown: speech failure")
+    if down == "transcriptions":
+        # The voice still works: the caller heard the sentence to its end before the room
+        # closed (it was synthesised, and its segment played whole).
+        assert " ".join(speech.spoken[spoken_before:]) == sentence  # synthesised by sentence
+        last = call_.speaker.segments[-1]
+        assert last.ended_at is not None and not last.interrupted and last.played > 1.0
+    else:
+        assert sentence not in speech.spoken  # the voice is what failed: text only
     await close(call_, runtime)
 
     stored = [(m.role, m.content) for m in await runtime.store.get_session_conversation(session_id)]

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -185,7 +186,12 @@ class RoomOutput(Protocol):
     """The part of ``rtc.LocalParticipant`` the room surface uses (a fake in tests)."""
 
     async def send_text(
-        self, text: str, *, destination_identities: list[str] | None = ..., topic: str = ...
+        self,
+        text: str,
+        *,
+        destination_identities: list[str] | None = ...,
+        topic: str = ...,
+        attributes: dict[str, str] | None = ...,
     ) -> Any:
         """Send a text stream."""
         ...
@@ -213,6 +219,20 @@ class RoomStateSink:
     def publish_step(self, step: ToolStep | HandoffStep) -> None:
         """Queue one ``coach.steps`` message (never blocks)."""
         self._queue.put_nowait((STEPS_TOPIC, step.model_dump(mode="json")))
+
+    async def tell(self, text: str) -> None:
+        """Say ``text`` to the user in the room's transcript now (a final agent segment
+        on ``lk.transcription``, as every LiveKit client shows the agent's words) — for
+        when the agent cannot speak it, or the room is about to close."""
+        await self._output.send_text(
+            text,
+            destination_identities=[self._user],
+            topic=TRANSCRIPTION_TOPIC,
+            attributes={
+                "lk.segment_id": f"SG_coach_{uuid.uuid4().hex[:12]}",
+                "lk.transcription_final": "true",
+            },
+        )
 
     async def aclose(self) -> None:
         """Send what is queued, then stop."""

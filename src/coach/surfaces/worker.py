@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from livekit.agents import (
@@ -15,11 +18,13 @@ from livekit.agents import (
     AgentSession,
     CloseEvent,
     CloseReason,
+    ErrorEvent,
     JobContext,
     JobProcess,
     llm,
     room_io,
 )
+from livekit.agents.voice.agent_session import SessionConnectOptions
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 from livekit.agents.worker import _DefaultLoadCalc
 
@@ -107,24 +112,91 @@ class JobControls(Protocol):
         ...
 
 
-def end_job_on_model_failure(session: AgentSession[Any], job: JobControls) -> None:
-    """When ``session`` closes for a model error it could not recover from (after the
-    plugin's retries), end the job instead of leaving the user with a silent agent.
+OUTAGE_SENTENCES: dict[str, str] = {
+    "llm_error": (
+        "Sorry, I can't reach my language model right now, so I have to end this call. "
+        "Everything we said is saved: join again in a little while and we'll pick up "
+        "where we stopped."
+    ),
+    "stt_error": (
+        "Sorry, I can't hear you right now: my speech recognition stopped working, so I "
+        "have to end this call. Everything we said is saved: join again and we'll pick up "
+        "where we stopped."
+    ),
+    "tts_error": (
+        "Sorry, my voice stopped working, so I have to end this call. Everything we said "
+        "is saved: join again and we'll pick up where we stopped."
+    ),
+}
+"""What the user is told before the room closes, by what failed."""
 
-    The job's shutdown callbacks flush the recorder, so everything said is stored and
-    the session stays in progress. The room is deleted, so that the user's reconnect
-    creates it anew, which dispatches a fresh job that continues the session.
+OUTAGE_LIMIT = SessionConnectOptions.max_unrecoverable_errors
+"""Failed requests of one model (each after the plugin's retries) that are borne before
+the job ends; the next one ends it (LiveKit's own default)."""
+
+TELL_GUARD = 30.0
+"""Seconds the telling may take at most before the room closes anyway (a hang guard)."""
+
+
+def end_job_on_outage(
+    session: AgentSession[Any],
+    job: JobControls,
+    *,
+    tell: Callable[[str], Awaitable[None]] | None = None,
+    limit: int = OUTAGE_LIMIT,
+) -> None:
+    """When a model or speech service keeps failing (``limit`` unrecoverable errors of
+    one kind, then one more), tell the user why, then end the job instead of leaving them
+    with a silent agent.
+
+    The sentence (:data:`OUTAGE_SENTENCES`) goes to ``tell`` (the room's transcript) and,
+    unless it is the voice that failed, is spoken. Then the room is deleted, so the user's
+    reconnect dispatches a fresh job that continues the session, and the job ends: its
+    shutdown callbacks flush the recorder, so everything said is stored and the session
+    stays in progress. The session itself must not close on those errors
+    (``max_unrecoverable_errors`` above ``limit``); a close for an error it decides on
+    alone still ends the job, untold.
     """
+    failures: Counter[str] = Counter()
+    ending: list[asyncio.Task[None]] = []
 
-    def on_close(event: CloseEvent) -> None:
-        if event.reason != CloseReason.ERROR:
-            return
-        cause = event.error.error if event.error is not None else None
-        reason = f"model failure: {cause}" if cause is not None else "model failure"
-        logger.error("ending the job after an unrecoverable model error", extra={"reason": reason})
+    def end(reason: str) -> None:
+        logger.error("ending the job after an unrecoverable failure", extra={"reason": reason})
         job.delete_room()
         job.shutdown(reason)
 
+    async def tell_then_end(kind: str, reason: str) -> None:
+        sentence = OUTAGE_SENTENCES.get(kind, OUTAGE_SENTENCES["llm_error"])
+        try:
+            async with asyncio.timeout(TELL_GUARD):
+                if tell is not None:
+                    await tell(sentence)
+                if kind != "tts_error":
+                    speech = session.say(sentence, allow_interruptions=False, add_to_chat_ctx=False)
+                    await speech.wait_for_playout()
+        except Exception as exc:  # the room closes anyway; what failed is said in the log
+            logger.warning("could not tell the user about the outage: %s", type(exc).__name__)
+        end(reason)
+
+    def on_error(event: ErrorEvent) -> None:
+        error = event.error
+        kind = getattr(error, "type", "")
+        if getattr(error, "recoverable", True) or kind not in OUTAGE_SENTENCES or ending:
+            return
+        failures[kind] += 1
+        if failures[kind] > limit:
+            cause = getattr(error, "error", None)
+            what = "speech" if kind in ("stt_error", "tts_error") else "model"
+            reason = f"{what} failure: {cause}" if cause is not None else f"{what} failure"
+            ending.append(asyncio.create_task(tell_then_end(kind, reason)))
+
+    def on_close(event: CloseEvent) -> None:
+        if event.reason != CloseReason.ERROR or ending:
+            return
+        cause = event.error.error if event.error is not None else None
+        end(f"model failure: {cause}" if cause is not None else "model failure")
+
+    session.on("error", on_error)
     session.on("close", on_close)
 
 
@@ -191,9 +263,14 @@ async def entrypoint(ctx: JobContext) -> None:
     if identity is not None and isinstance(participant.name, str) and participant.name:
         userdata.user_name = participant.name
     session = runtime.new_session(
-        userdata, llm=models.llm, stt=models.stt, tts=models.tts, vad=ctx.proc.userdata["vad"]
+        userdata,
+        llm=models.llm,
+        stt=models.stt,
+        tts=models.tts,
+        vad=ctx.proc.userdata["vad"],
+        max_model_failures=sys.maxsize,  # end_job_on_outage decides, and tells first
     )
-    end_job_on_model_failure(session, ctx)
+    end_job_on_outage(session, ctx, tell=sink.tell)
     stream_steps(session, sink)
     agent = (
         runtime.first_agent(userdata)
