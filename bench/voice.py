@@ -13,7 +13,13 @@ Every round runs one call per mode, in rotating order, each with the same turns;
 ``i`` of a round is paired across modes. Reported: p50/p95 per mode, the ratios to
 ``bare``, the median of paired differences, and the framework's own breakdown from its
 metrics events (end-of-utterance delay after the VAD's end of speech, STT, LLM time to
-first token, TTS time to first byte). Run::
+first token, TTS time to first byte).
+
+Every mode runs with the same turn handling, pinned (:data:`TURN_HANDLING`: fixed
+endpointing, 0.5-3 s), so no mode's answer waits on what the framework learned from
+another's pauses. The event loop is watched during every call: a 2 ms heartbeat gives each
+mode's longest stall and the stalls over 20 ms, and LiveKit's own loop monitor (warn at
+20 ms) says where the loop was when it reported one — in coach's code or not. Run::
 
     python -m bench.voice --rounds 5 --turns 4
 """
@@ -40,6 +46,36 @@ TURNS = [
     ("that sounds right", "That sounds right."),
 ]
 REPLY = "I see. Tell me more."
+TURN_HANDLING: dict[str, Any] = {
+    "endpointing": {"mode": "fixed", "min_delay": 0.5, "max_delay": 3.0},
+}
+"""The same turn handling for every mode, stated rather than left to defaults."""
+STALL_MS = 20.0
+"""A stall a caller could hear: the issue's budget for one attributable to coach."""
+
+
+class Heartbeat:
+    """The loop's lateness: a 2 ms timer, and how late each tick ran (ms), per mode."""
+
+    def __init__(self) -> None:
+        self.mode = ""
+        self.lags: dict[str, list[float]] = defaultdict(list)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._beat())
+
+    async def _beat(self) -> None:
+        period = 0.002
+        while True:
+            due = time.perf_counter() + period
+            await asyncio.sleep(period)
+            if self.mode:
+                self.lags[self.mode].append((time.perf_counter() - due) * 1000)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -63,13 +99,19 @@ async def _call(
     userdata = runtime.new_userdata(identity=f"bench-{mode}")
     agent: Agent
     if mode == "bare":
-        session: AgentSession[Any] = AgentSession(llm=model, stt=stt, tts=tts, vad=vad)
+        session: AgentSession[Any] = AgentSession(
+            llm=model, stt=stt, tts=tts, vad=vad, turn_handling=TURN_HANDLING
+        )
         agent = Agent(instructions=runtime.first_agent(userdata).instructions)
     elif mode == "coach":
-        session = runtime.new_session(userdata, llm=model, stt=stt, tts=tts, vad=vad)
+        session = runtime.new_session(
+            userdata, llm=model, stt=stt, tts=tts, vad=vad, turn_handling=TURN_HANDLING
+        )
         agent = runtime.first_agent(userdata)
     else:
-        session = AgentSession(userdata=userdata, llm=model, stt=stt, tts=tts, vad=vad)
+        session = AgentSession(
+            userdata=userdata, llm=model, stt=stt, tts=tts, vad=vad, turn_handling=TURN_HANDLING
+        )
         agent = runtime.first_agent(userdata)
     # Every mode greets first, as coach does: the framework's dynamic endpointing learns
     # from the pauses around agent speech, so a call without a greeting would not compare.
@@ -103,17 +145,27 @@ async def _call(
 
 
 async def run(rounds: int, turns: int) -> dict[str, Any]:
+    from livekit.agents.telemetry import loop_monitor
     from tests.fakes import FakeOpenAIServer
     from tests.fakes.speech_server import SpeechServer
 
+    import coach
     from coach.models import load_vad
     from coach.runtime import Runtime
     from coach.settings import Settings
 
+    from .loop_blocks import _Blocks
+
     logging.getLogger("livekit").setLevel(logging.ERROR)
     results: dict[str, dict[str, Any]] = {
-        m: {"latency": [], "breakdown": defaultdict(list)} for m in MODES
+        m: {"latency": [], "breakdown": defaultdict(list), "reports": []} for m in MODES
     }
+    heartbeat = Heartbeat()
+    blocks = _Blocks(str(Path(coach.__file__).parent))
+    monitor_log = logging.getLogger("livekit.agents")
+    monitor_log.addHandler(blocks)
+    monitor_log.setLevel(logging.WARNING)
+    monitor_log.propagate = False  # its reports are counted, not printed
     with tempfile.TemporaryDirectory(prefix="coach-bench-voice-") as tmp:
         settings = Settings(
             database_url=f"sqlite+aiosqlite:///{Path(tmp) / 'coach.db'}",
@@ -122,18 +174,29 @@ async def run(rounds: int, turns: int) -> dict[str, Any]:
         )
         runtime = await Runtime.open(settings)
         vad = load_vad()
+        loop = asyncio.get_running_loop()
+        thresholds = loop_monitor.LoopMonitorThresholds(warn=STALL_MS / 1000, error=10.0)
+        loop_monitor.start_monitoring(loop, thresholds=thresholds, emit_spans=False)
+        heartbeat.start()
         try:
             async with SpeechServer() as speech, FakeOpenAIServer() as llm_server:
                 for r in range(rounds):
                     order = MODES[r % 3 :] + MODES[: r % 3]
                     for mode in order:
+                        heartbeat.mode, seen = mode, len(blocks.reports)
                         got = await _call(mode, turns, runtime, speech, llm_server, vad)
+                        heartbeat.mode = ""
+                        results[mode]["reports"].extend(blocks.reports[seen:])
                         results[mode]["latency"].append(got["latency"])
                         for key, values in got["breakdown"].items():
                             results[mode]["breakdown"][key].extend(values)
                     print(f"round {r + 1}/{rounds} done", flush=True)
         finally:
+            heartbeat.stop()
+            loop_monitor.stop_monitoring(loop)
             await runtime.aclose()
+    for mode in MODES:
+        results[mode]["lags"] = heartbeat.lags[mode]
     return results
 
 
@@ -161,6 +224,23 @@ def report(results: dict[str, Any], rounds: int, turns: int) -> None:
         b = results[mode]["breakdown"]
         cells = [f"{statistics.median(b[k]) * 1000:.0f}" if b.get(k) else "-" for k in keys]
         print(f"| {mode} | " + " | ".join(cells) + " |")
+    print(
+        "\nthe event loop during the calls "
+        f"(a 2 ms heartbeat; LiveKit's monitor at {STALL_MS:.0f} ms)"
+    )
+    print(
+        f"| mode | longest stall ms | stalls > {STALL_MS:.0f} ms | p99 lateness ms "
+        "| monitor reports | in coach's code |"
+    )
+    print("|---|---|---|---|---|---|")
+    for mode in MODES:
+        lags = results[mode]["lags"]
+        reports = results[mode]["reports"]
+        print(
+            f"| {mode} | {max(lags):.1f} | {sum(1 for x in lags if x > STALL_MS)} "
+            f"| {_percentile(lags, 0.99):.1f} | {len(reports)} "
+            f"| {sum(1 for r in reports if r['coach_code'])} |"
+        )
     print(f"\ncommand: python -m bench.voice --rounds {rounds} --turns {turns}")
 
 
