@@ -79,3 +79,23 @@ def test_the_contract_and_the_agents_load_no_database_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_package_offers_its_public_names_without_importing_them() -> None:
+    """``import coach`` (every command does it) loads none of the agent framework; each
+    public name is imported when first used, and is the object its module defines."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, coach\n"
+        "assert 'livekit.agents' not in sys.modules and 'sqlalchemy' not in sys.modules\n"
+        "import importlib\n"
+        "for name in coach.__all__:\n"
+        "    if name != '__version__':\n"
+        "        obj = getattr(coach, name)\n"
+        "        assert obj is getattr(importlib.import_module(obj.__module__), name), name\n"
+        "print(coach.__version__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().count(".") == 2  # a version such as 0.1.0

@@ -1,0 +1,63 @@
+"""coach: a LiveKit voice-agent worker that coaches people through design challenges and
+never loses their place.
+
+The names a program embedding coach needs are here; each is imported when first used,
+so ``import coach`` (which every ``python -m coach`` command does) stays light::
+
+    from coach import Runtime, load_settings
+
+    runtime = await Runtime.open(load_settings())
+    userdata = runtime.new_userdata(identity="ada")
+    session = runtime.new_session(userdata, llm=...)
+    await session.start(runtime.first_agent(userdata))
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = version("coach")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0.0.0"
+
+_PUBLIC = {
+    "CoachError": "coach.errors",
+    "ConfigError": "coach.errors",
+    "Settings": "coach.settings",
+    "load_settings": "coach.settings",
+    "Runtime": "coach.runtime",
+    "UserData": "coach.userdata",
+    "DesignCoach": "coach.agents",
+    "DesignStrategist": "coach.agents",
+    "DesignEvaluator": "coach.agents",
+}
+
+__all__ = [
+    "CoachError",
+    "ConfigError",
+    "DesignCoach",
+    "DesignEvaluator",
+    "DesignStrategist",
+    "Runtime",
+    "Settings",
+    "UserData",
+    "__version__",
+    "load_settings",
+]
+
+if TYPE_CHECKING:
+    from .agents import DesignCoach, DesignEvaluator, DesignStrategist
+    from .errors import CoachError, ConfigError
+    from .runtime import Runtime
+    from .settings import Settings, load_settings
+    from .userdata import UserData
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'coach' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
