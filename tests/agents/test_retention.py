@@ -12,12 +12,13 @@ import uuid
 
 import pytest
 from livekit import rtc
-from livekit.agents import llm
+from livekit.agents import AgentSession, llm
 from sqlalchemy import text
 
 from coach.runtime import Runtime
 from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
+from coach.userdata import UserData
 from tests.fakes import ScriptedLLM, call, say
 
 from .helpers import start
@@ -93,6 +94,18 @@ async def second_visit(runtime: Runtime) -> str:
     await session.aclose()
     await asyncio.wait_for(runtime.recorder.flush(), 5)
     return session_id
+
+
+async def resume(runtime: Runtime, session_id: str) -> tuple[AgentSession[UserData], ScriptedLLM]:
+    """Ada comes back and continues ``session_id`` by voice (select, then load)."""
+    model = ScriptedLLM([say("Welcome back!")])
+    session = await start(runtime, model, identity="ada")
+    model.extend([call("select_session_to_load", session_id=session_id), say("Say continue.")])
+    await session.run(user_input="The bike parking one, please.")
+    model.extend([call("load_selected_session"), say("We continue with Define.")])
+    await session.run(user_input="continue")
+    assert session.userdata.session_id == session_id
+    return session, model
 
 
 def _text(value: object) -> str:
@@ -205,13 +218,7 @@ async def test_erasing_a_session_removes_its_words_from_the_persons_later_sessio
     assert "Did I learn anything about storage before?" in said
 
     # S2 resumes, and its context says what was removed instead of quoting it.
-    model = ScriptedLLM([say("Welcome back!")])
-    session = await start(runtime, model, identity="ada")
-    model.extend([call("select_session_to_load", session_id=second), say("Say continue.")])
-    await session.run(user_input="The bike parking one, please.")
-    model.extend([call("load_selected_session"), say("We continue with Define.")])
-    await session.run(user_input="continue")
-    assert session.userdata.session_id == second
+    session, model = await resume(runtime, second)
     request = model.requests[-1]
     outputs = dict(request.tool_outputs())
     assert outputs["search_past_work"].splitlines() == [
@@ -236,13 +243,7 @@ async def test_erasing_a_session_from_the_open_conversation_keeps_its_board_writ
     stored copies are rewritten under it, and S2 goes on storing its board and steps."""
     first = await first_visit(runtime)
     second = await second_visit(runtime)
-    model = ScriptedLLM([say("Welcome back!")])
-    session = await start(runtime, model, identity="ada")
-    model.extend([call("select_session_to_load", session_id=second), say("Say continue.")])
-    await session.run(user_input="The bike parking one, please.")
-    model.extend([call("load_selected_session"), say("We continue with Define.")])
-    await session.run(user_input="continue")
-    assert session.userdata.session_id == second
+    session, model = await resume(runtime, second)
 
     payload = json.dumps({"session_id": first})
     data = rtc.RpcInvocationData("r", "ada", payload, 5.0, "coach.delete_session")

@@ -8,6 +8,7 @@ import asyncio
 import io
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from livekit.agents import llm
@@ -51,11 +52,29 @@ class Keyboard:
         self.stream.close()
 
 
-async def chat(database_url: str, model: llm.LLM, keys: Keyboard, out: Terminal) -> int:
-    async with asyncio.timeout(120):  # a hang guard only
-        return await run_chat(
-            settings(database_url), user="ada", chat_llm=model, stdin=keys.stream, stdout=out
-        )
+Person = Callable[[Keyboard, Terminal], Awaitable[None]]
+"""What the person at the terminal does: types, presses keys, reads what is shown."""
+
+
+async def chat(database_url: str, model: llm.LLM, person: Person) -> tuple[int, Terminal]:
+    """Ada's chat with ``model`` while ``person`` uses the terminal: the exit code, and
+    what the terminal showed."""
+    out, keys = Terminal(tty=False), Keyboard()
+    try:
+        async with asyncio.timeout(120):  # a hang guard only
+            code, _ = await asyncio.gather(
+                run_chat(
+                    settings(database_url),
+                    user="ada",
+                    chat_llm=model,
+                    stdin=keys.stream,
+                    stdout=out,
+                ),
+                person(keys, out),
+            )
+    finally:
+        keys.close()
+    return code, out
 
 
 def replies(out: Terminal) -> list[str]:
@@ -76,13 +95,12 @@ async def stored_messages(database_url: str) -> list[tuple[str, str, bool]]:
 
 
 async def test_ctrl_c_cuts_a_reply_short_and_the_chat_goes_on(sqlite_url: str) -> None:
-    out, keys = Terminal(tty=False), Keyboard()
     never = asyncio.Event()  # the story's end is never generated: only Ctrl-C ends it
     model = PacedLLM(
         [CHALLENGE], ["Hello!"], ["Once upon", never.wait, " a time"], ["Sure, ask away."]
     )
 
-    async def person() -> None:
+    async def person(keys: Keyboard, out: Terminal) -> None:
         await out.shows("coach> Hello!\n")
         keys.type("tell me a story")
         await out.shows("coach> Once upon")
@@ -92,10 +110,7 @@ async def test_ctrl_c_cuts_a_reply_short_and_the_chat_goes_on(sqlite_url: str) -
         await out.shows("coach> Sure, ask away.\n")
         keys.ctrl_d()
 
-    try:
-        code, _ = await asyncio.gather(chat(sqlite_url, model, keys, out), person())
-    finally:
-        keys.close()
+    code, out = await chat(sqlite_url, model, person)
     assert code == EXIT_OK
     assert replies(out) == [
         "coach> Hello!",
@@ -112,7 +127,6 @@ async def test_ctrl_c_cuts_a_reply_short_and_the_chat_goes_on(sqlite_url: str) -
 
 
 async def test_ctrl_c_before_the_reply_starts_cancels_it_and_says_so(sqlite_url: str) -> None:
-    out, keys = Terminal(tty=False), Keyboard()
     asked = asyncio.Event()
     never = asyncio.Event()
 
@@ -122,7 +136,7 @@ async def test_ctrl_c_before_the_reply_starts_cancels_it_and_says_so(sqlite_url:
 
     model = PacedLLM([CHALLENGE], ["Hello!"], [silent, "too late"], ["Here."])
 
-    async def person() -> None:
+    async def person(keys: Keyboard, out: Terminal) -> None:
         await out.shows("coach> Hello!\n")
         keys.type("anything")
         await asked.wait()
@@ -132,10 +146,7 @@ async def test_ctrl_c_before_the_reply_starts_cancels_it_and_says_so(sqlite_url:
         await out.shows("coach> Here.\n")
         keys.ctrl_d()
 
-    try:
-        code, _ = await asyncio.gather(chat(sqlite_url, model, keys, out), person())
-    finally:
-        keys.close()
+    code, out = await chat(sqlite_url, model, person)
     assert code == EXIT_OK
     assert "too late" not in out.getvalue()
     assert [m[:2] for m in await stored_messages(sqlite_url)] == [
@@ -147,19 +158,15 @@ async def test_ctrl_c_before_the_reply_starts_cancels_it_and_says_so(sqlite_url:
 
 
 async def test_ctrl_c_at_the_prompt_ends_the_chat(sqlite_url: str) -> None:
-    out, keys = Terminal(tty=False), Keyboard()
     model = PacedLLM([CHALLENGE], ["Hello!"])
 
-    async def person() -> None:
+    async def person(keys: Keyboard, out: Terminal) -> None:
         # Shown once the line was read: the chat waits at the prompt again.
         keys.type("/steps")
         await out.shows("(/steps toggles)\n")
         keys.ctrl_c()  # the next line is never finished
 
-    try:
-        code, _ = await asyncio.gather(chat(sqlite_url, model, keys, out), person())
-    finally:
-        keys.close()
+    code, out = await chat(sqlite_url, model, person)
     assert code == EXIT_OK
     assert replies(out) == ["coach> Hello!"]
     assert await stored_messages(sqlite_url) == [("assistant", "Hello!", False)]
