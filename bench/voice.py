@@ -15,8 +15,8 @@ Every round runs one call per mode, in rotating order, each with the same turns;
 metrics events (end-of-utterance delay after the VAD's end of speech, STT, LLM time to
 first token, TTS time to first byte).
 
-Every mode runs with the same turn handling, pinned (:data:`TURN_HANDLING`: fixed
-endpointing, 0.5-3 s), so no mode's answer waits on what the framework learned from
+Every mode runs with the same turn handling, pinned (:data:`TURN_HANDLING`: VAD turn
+detection, fixed endpointing 0.5 s), so no mode's answer waits on what the framework learned from
 another's pauses. The event loop is watched during every call: a 2 ms heartbeat gives each
 mode's longest stall and the stalls over 20 ms, and LiveKit's own loop monitor (warn at
 20 ms) says where the loop was when it reported one — in coach's code or not. Run::
@@ -47,9 +47,13 @@ TURNS = [
 ]
 REPLY = "I see. Tell me more."
 TURN_HANDLING: dict[str, Any] = {
+    "turn_detection": "vad",
     "endpointing": {"mode": "fixed", "min_delay": 0.5, "max_delay": 3.0},
 }
-"""The same turn handling for every mode, stated rather than left to defaults."""
+"""The same turn handling for every mode, stated rather than left to defaults: the end of
+a turn is the VAD's end of speech plus 0.5 s. (Left to itself the session picks a turn
+detector that, without LiveKit's inference service, finds every end unlikely and waits
+the full 3 s — a constant that would hide any difference between the modes.)"""
 STALL_MS = 20.0
 """A stall a caller could hear: the issue's budget for one attributable to coach."""
 
