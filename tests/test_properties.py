@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from livekit import rtc
 from livekit.agents import AgentSession, llm
@@ -197,6 +197,7 @@ def test_cli_arguments_give_a_result_or_one_line(
 
     @settings(PROFILE, max_examples=8)
     @given(argument=NASTY, command=st.sampled_from(["show", "export", "list"]))
+    @example(argument="0\u00ad", command="list")  # an invisible character: once "no sessions"
     def check(argument: str, command: str) -> None:
         argv = ["sessions", "list", "--user", argument]
         if command != "list":

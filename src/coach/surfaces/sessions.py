@@ -19,7 +19,7 @@ from typing import Any, Final, TextIO
 from ..errors import ConfigError, SessionNotFound
 from ..state.person import PersonError, empty_person, forget, forget_all, person_lines
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta
-from ..store import MessageRecord, Store, UserRecord, session_tree
+from ..store import MessageRecord, Store, UserRecord, check_identity, session_tree
 
 PAGE: Final = 500
 """Rows read per page."""
@@ -56,6 +56,8 @@ async def list_sessions(
     the answer names ``database``, so a typo in its path shows at once."""
     if user is not None:
         found = await store.find_user(user)
+        if found is None:
+            check_identity(user)  # a name no user can have is an error, not "no sessions"
         sessions = await store.get_user_sessions(found.id) if found is not None else []
     else:
         sessions = await store.list_sessions()
