@@ -89,6 +89,7 @@ async def test_a_cursor_not_of_the_current_export_is_404(runtime: Runtime) -> No
         f"{export_id}.0",
         f"{export_id}.{again['total_chunks']}",
         f"{export_id}.-1",
+        f"{export_id}.\u00b9",  # a digit to str.isdigit, not to int()
         "nonsense",
     ):
         error = await refused(userdata, "coach.export_my_data", {"cursor": cursor})

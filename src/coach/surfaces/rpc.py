@@ -888,7 +888,7 @@ def _cursor_index(userdata: UserData, cursor: str) -> int:
     if (
         userdata.export is None
         or not secrets.compare_digest(export_id, userdata.export[0])
-        or not index.isdigit()
+        or not (index.isascii() and index.isdigit())
         or not 0 < int(index) < len(userdata.export[1])
     ):
         raise rtc.RpcError(404, "No such export chunk; start the export again without a cursor.")
