@@ -57,8 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     s_show.add_argument("session_id")
     s_show.add_argument("--steps", action="store_true", help="show tool calls and handoffs too")
     s_show.add_argument("--prompts", action="store_true", help="show each phase's prompts")
-    s_export = s_sub.add_parser("export", help="everything stored about a session, as JSON")
-    s_export.add_argument("session_id")
+    s_export = s_sub.add_parser(
+        "export", help="everything stored about a session (or, with --user, a person), as JSON"
+    )
+    s_export.add_argument("session_id", nargs="?")
+    s_export.add_argument(
+        "--user", metavar="IDENTITY", help="all of this person's sessions and person record"
+    )
     s_branch = s_sub.add_parser(
         "branch", help="a new session from the end of a completed phase of another"
     )
@@ -172,6 +177,10 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
                 status=args.status,
                 dry_run=args.dry_run,
             )
+        elif (args.session_id is None) == (args.user is None):
+            raise ConfigError("sessions export takes a session id or --user IDENTITY (one).")
+        elif args.user is not None:
+            await sessions.export_user(store, args.user, sys.stdout)
         else:
             await sessions.export_session(store, args.session_id, sys.stdout)
     finally:

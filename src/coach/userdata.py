@@ -68,6 +68,26 @@ class UserData:
     brief_max_tokens: int = DEFAULT_BRIEF_TOKENS
     item_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Sizes of chat items already measured for context limits, by item id."""
+    export: tuple[str, tuple[str, ...]] | None = None
+    """The caller's export being fetched (``coach.export_my_data``): its id and chunks."""
+    forget_token: tuple[str, str, float] | None = None
+    """A ``coach.forget_me`` confirmation pending: token, identity, monotonic expiry."""
+
+    def clear_person(self) -> None:
+        """Hold nothing more of the person, who was just erased: no user, no session, no
+        record (the identity stays: it is who the job serves)."""
+        self.user_id = self.user_name = self.session_id = self.pending_session_id = None
+        self.design_challenge = self.current_phase_id = None
+        self.status = "new"
+        self.phase_outputs = {}
+        self.evaluation = None
+        self.person = empty_person()
+        self.person_step = 0
+        self.past_sessions = ()
+        self.resumed = None
+        self.stored_steps = 0
+        self.export = self.forget_token = None
+        self.state.session_id = None
 
     # --- phases --------------------------------------------------------------------
 

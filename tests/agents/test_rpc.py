@@ -77,8 +77,10 @@ async def test_every_method_is_registered_and_answers_through_the_room(runtime: 
         == [
             "coach.branch_session",
             "coach.delete_session",
+            "coach.export_my_data",
             "coach.focus",
             "coach.forget",
+            "coach.forget_me",
             "coach.get_phase_outputs",
             "coach.get_profile",
             "coach.get_session_conversation",

@@ -155,3 +155,25 @@ async def test_db_upgrade_says_one_line_per_migration(
     assert len(steps) >= 6 and any(line.endswith(" ...") for line in steps)
     # Every line is a log record of its own: no docstring spills over several lines.
     assert all(line[:4].isdigit() for line in err.splitlines()), err
+
+
+async def test_export_of_a_person_is_their_sessions_and_what_is_remembered(
+    tmp_path: Path,
+) -> None:
+    env = coach_env(tmp_path)
+    assert (await coach("db", "upgrade", env=env))[0] == 0
+    session_id = await fill(env["COACH_DATABASE_URL"])
+
+    code, out, err = await coach("sessions", "export", "--user", "olga", env=env)
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["user"]["identity"] == "olga"
+    assert document["person"]["step"] == 0 and document["person_deltas"] == []
+    (session,) = document["sessions"]
+    code, single, _ = await coach("sessions", "export", session_id, env=env)
+    assert session == json.loads(single)  # each session as `sessions export ID` gives it
+
+    for args in (["--user", "nobody"], [], [session_id, "--user", "olga"]):
+        code, out, err = await coach("sessions", "export", *args, env=env)
+        assert (code, out) == (2, ""), args
+        assert err.startswith("coach: ") and err.count("\n") == 1

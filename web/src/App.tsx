@@ -1,5 +1,6 @@
 import { useCallback, useState } from "react";
 import { Board } from "./Board";
+import { ForgetMe } from "./ForgetMe";
 import { useAgent, useBoard, useConnectionStatus, useTranscript } from "./hooks";
 import { LivekitRoomLayer, LivekitVisualizer } from "./LivekitParts";
 import { ATTR_AGENT_STATE, ATTR_COACH_AGENT, ATTR_COACH_PHASE, type CoachRoom, type Connect } from "./room";
@@ -16,9 +17,11 @@ export interface AppProps {
 export function App({ connect }: AppProps) {
   const [room, setRoom] = useState<CoachRoom | null>(null);
   const [lastIdentity, setLastIdentity] = useState("");
+  const [notice, setNotice] = useState<string | null>(null);
 
-  const leave = useCallback(async (current: CoachRoom) => {
-    setLastIdentity(current.localIdentity);
+  const leave = useCallback(async (current: CoachRoom, message: string | null = null) => {
+    setLastIdentity(message === null ? current.localIdentity : "");
+    setNotice(message);
     setRoom(null);
     try {
       await current.disconnect();
@@ -27,8 +30,12 @@ export function App({ connect }: AppProps) {
     }
   }, []);
 
-  if (!room) return <StartScreen connect={connect} onConnected={setRoom} initialIdentity={lastIdentity} />;
-  const view = <SessionView room={room} onLeave={() => void leave(room)} />;
+  if (!room) {
+    return <StartScreen connect={connect} onConnected={setRoom} initialIdentity={lastIdentity} notice={notice} />;
+  }
+  const erased = (sessions: number) =>
+    void leave(room, `${room.localIdentity} was erased, with ${sessions} session${sessions === 1 ? "" : "s"}.`);
+  const view = <SessionView room={room} onLeave={() => void leave(room)} onErased={erased} />;
   return room.livekitRoom ? <LivekitRoomLayer room={room.livekitRoom}>{view}</LivekitRoomLayer> : view;
 }
 
@@ -39,7 +46,13 @@ const STATUS_LABEL = {
   disconnected: "Disconnected",
 } as const;
 
-function SessionView({ room, onLeave }: { room: CoachRoom; onLeave: () => void }) {
+interface SessionViewProps {
+  room: CoachRoom;
+  onLeave: () => void;
+  onErased: (sessions: number) => void;
+}
+
+function SessionView({ room, onLeave, onErased }: SessionViewProps) {
   const agent = useAgent(room);
   const status = useConnectionStatus(room);
   const [board] = useBoard(room);
@@ -66,9 +79,12 @@ function SessionView({ room, onLeave }: { room: CoachRoom; onLeave: () => void }
             as <strong>{room.localIdentity}</strong>
           </span>
         </div>
-        <button type="button" className="danger" onClick={onLeave}>
-          Disconnect
-        </button>
+        <div className="topbar-actions">
+          <ForgetMe room={room} agentPresent={agent !== null} onErased={onErased} />
+          <button type="button" className="danger" onClick={onLeave}>
+            Disconnect
+          </button>
+        </div>
       </header>
       {status === "disconnected" && (
         <div className="banner" role="status">

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import type { ConversationEntry, PhaseOutputView, SessionSummary } from "./rpc";
 import type { CoachRoom } from "./room";
 import { callRpc, errorLine } from "./rpcClient";
+import { exportFileName, fetchExport, saveText } from "./selfService";
 
 /** Conversation entries asked for at a time. */
 export const CONVERSATION_PAGE = 20;
@@ -87,15 +88,43 @@ export function SessionsPanel({ room, agentPresent, currentSessionId }: PanelPro
   }, [agentPresent, currentSessionId, refresh]);
 
   const tree = sessions ? sessionTree(sessions) : [];
+  const [exporting, setExporting] = useState(false);
+  const [exportNote, setExportNote] = useState<{ ok: boolean; text: string } | null>(null);
+
+  // Everything stored about the caller, chunk by chunk, saved as one JSON file.
+  const exportAll = async () => {
+    setExporting(true);
+    setExportNote(null);
+    try {
+      const text = await fetchExport((request) => callRpc(room, "coach.export_my_data", request));
+      const name = exportFileName(room.localIdentity);
+      saveText(text, name);
+      setExportNote({ ok: true, text: `Saved ${name}.` });
+    } catch (e) {
+      setExportNote({ ok: false, text: errorLine(e) });
+    } finally {
+      setExporting(false);
+    }
+  };
 
   return (
     <section className="panel sessions" aria-label="Sessions">
       <header className="sessions-head">
         <h2 className="panel-title">Your sessions</h2>
-        <button type="button" className="ghost" onClick={() => void refresh()} disabled={loading || !agentPresent}>
-          {loading ? "Loading…" : "Refresh"}
-        </button>
+        <div className="sessions-buttons">
+          <button type="button" className="ghost" onClick={() => void exportAll()} disabled={exporting || !agentPresent}>
+            {exporting ? "Exporting…" : "Export"}
+          </button>
+          <button type="button" className="ghost" onClick={() => void refresh()} disabled={loading || !agentPresent}>
+            {loading ? "Loading…" : "Refresh"}
+          </button>
+        </div>
       </header>
+      {exportNote && (
+        <p className={exportNote.ok ? "ok" : "error"} role={exportNote.ok ? "status" : "alert"}>
+          {exportNote.text}
+        </p>
+      )}
       {error && (
         <p className="error" role="alert">
           {error}
@@ -137,6 +166,23 @@ function SessionNode({ node, room, open, setOpen, currentSessionId, onResumed }:
   const [resumeError, setResumeError] = useState<string | null>(null);
   const [resumed, setResumed] = useState<string | null>(null);
   const [resuming, setResuming] = useState(false);
+  const [confirmingDelete, setConfirmingDelete] = useState(false);
+  const [deleting, setDeleting] = useState(false);
+  const [deleteError, setDeleteError] = useState<string | null>(null);
+
+  const erase = async () => {
+    setDeleteError(null);
+    setDeleting(true);
+    try {
+      await callRpc(room, "coach.delete_session", { session_id: s.id });
+      setConfirmingDelete(false);
+      await onResumed(); // the list again, without it
+    } catch (e) {
+      setDeleteError(errorLine(e));
+    } finally {
+      setDeleting(false);
+    }
+  };
 
   const resume = async () => {
     setResumeError(null);
@@ -188,7 +234,31 @@ function SessionNode({ node, room, open, setOpen, currentSessionId, onResumed }:
           <button type="button" className="secondary" onClick={resume} disabled={resuming}>
             {resuming ? "Resuming…" : "Resume"}
           </button>
+          {!current && !confirmingDelete && (
+            <button type="button" className="ghost" onClick={() => setConfirmingDelete(true)}>
+              Delete
+            </button>
+          )}
         </div>
+        {confirmingDelete && (
+          <div className="confirm" role="alertdialog" aria-label="Delete this session">
+            <p>
+              Delete “{s.challenge ?? "Untitled session"}” for good? Its phases, conversation and board are erased
+              {node.children.length > 0 ? "; its branches stay" : ""}.
+            </p>
+            <button type="button" className="danger" onClick={() => void erase()} disabled={deleting}>
+              {deleting ? "Deleting…" : "Delete for good"}
+            </button>
+            <button type="button" className="ghost" onClick={() => setConfirmingDelete(false)} disabled={deleting}>
+              Cancel
+            </button>
+          </div>
+        )}
+        {deleteError && (
+          <p className="error" role="alert">
+            {deleteError}
+          </p>
+        )}
         {resumeError && (
           <p className="error" role="alert">
             {resumeError}

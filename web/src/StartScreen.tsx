@@ -7,9 +7,11 @@ interface Props {
   connect: Connect;
   onConnected: (room: CoachRoom) => void;
   initialIdentity?: string;
+  /** A line about how the last conversation ended (e.g. the person was erased). */
+  notice?: string | null;
 }
 
-export function StartScreen({ connect, onConnected, initialIdentity = "" }: Props) {
+export function StartScreen({ connect, onConnected, initialIdentity = "", notice = null }: Props) {
   const [identity, setIdentity] = useState(initialIdentity);
   const [error, setError] = useState<string | null>(null);
   // A room that could not be joined is no fault of the name: the field is not marked.
@@ -42,6 +44,11 @@ export function StartScreen({ connect, onConnected, initialIdentity = "" }: Prop
           <span className="brand-mark" aria-hidden="true" />
           coach
         </div>
+        {notice && (
+          <p className="ok" role="status">
+            {notice}
+          </p>
+        )}
         <p className="start-lead">
           Talk a design challenge through with your coach. The board fills in as you go: insights, ideas, an
           evaluation and a brief.

@@ -39,6 +39,10 @@ export interface CoachRpc {
     request: DeleteSessionRequest;
     response: DeleteSessionResponse;
   };
+  "coach.export_my_data": {
+    request: ExportMyDataRequest;
+    response: ExportMyDataResponse;
+  };
   "coach.focus": {
     request: FocusRequest;
     response: FocusResponse;
@@ -46,6 +50,10 @@ export interface CoachRpc {
   "coach.forget": {
     request: ForgetRequest;
     response: ForgetResponse;
+  };
+  "coach.forget_me": {
+    request: ForgetMeRequest;
+    response: ForgetMeResponse;
   };
   "coach.get_phase_outputs": {
     request: GetPhaseOutputsRequest;
@@ -127,6 +135,39 @@ export interface DeleteSessionResponse {
   deleted: true;
 }
 /**
+ * ``coach.export_my_data``: everything stored about the caller (every session, as
+ * ``sessions export`` gives it, and what coach remembers), as one JSON document sent in
+ * chunks: call without ``cursor`` to start, then with each answer's ``next_cursor``.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ExportMyDataRequest".
+ */
+export interface ExportMyDataRequest {
+  /**
+   * The previous answer's `next_cursor`.
+   */
+  cursor?: string | null;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ExportMyDataResponse".
+ */
+export interface ExportMyDataResponse {
+  /**
+   * The next part of the document's text.
+   */
+  chunk: string;
+  /**
+   * Pass as `cursor` for the next chunk; null: done.
+   */
+  next_cursor: string | null;
+  /**
+   * This chunk's place, from 0.
+   */
+  index: number;
+  total_chunks: number;
+}
+/**
  * ``coach.focus``: show one insight or idea (a view change only).
  *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
@@ -181,6 +222,39 @@ export interface Fact {
   id: string;
   topic: string;
   text: string;
+}
+/**
+ * ``coach.forget_me``: erase the caller, with every session and what coach remembers.
+ * Call without ``confirm_token`` to be told what would go and get a token, then with the
+ * token (within :data:`CONFIRM_SECONDS`) to erase.
+ *
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ForgetMeRequest".
+ */
+export interface ForgetMeRequest {
+  confirm_token?: string | null;
+}
+/**
+ * This interface was referenced by `CoachRpc`'s JSON-Schema
+ * via the `definition` "ForgetMeResponse".
+ */
+export interface ForgetMeResponse {
+  /**
+   * False: nothing was erased yet; confirm with the token.
+   */
+  erased: boolean;
+  /**
+   * The sessions that would be (or were) erased.
+   */
+  sessions: number;
+  /**
+   * The token to confirm with (null once erased).
+   */
+  confirm_token: string | null;
+  /**
+   * Seconds the token is valid for.
+   */
+  expires_in: number | null;
 }
 /**
  * ``coach.get_phase_outputs``: a session's phases, in order.

@@ -31,6 +31,9 @@ export interface FakeFixtures {
    * with this snapshot sent on coach.state (at once, or when the test releases it).
    */
   state: Snapshot;
+  /** What coach.export_my_data sends, in chunks of `exportChunk` characters. */
+  exportText: string;
+  exportChunk: number;
 }
 
 export interface RpcCall {
@@ -107,6 +110,11 @@ export class FakeRoom implements CoachRoom {
   private currentStatus: ConnectionStatus = "connected";
   private mic = true;
   private streamCount = 0;
+  private exportCount = 0;
+  /** The forget-me token given out and not yet tried (a token is tried once). */
+  private forgetToken: string | null = null;
+  /** Set once coach.forget_me erased the caller. */
+  erased = false;
 
   constructor(
     public fixtures: FakeFixtures,
@@ -330,6 +338,43 @@ export class FakeRoom implements CoachRoom {
         if (!answer) throw new Error("no such session");
         if ("error" in answer) throw new Error(answer.error);
         return answer;
+      }
+      case "coach.delete_session": {
+        const list = f.sessions.sessions;
+        if (!list.some((s) => s.id === sessionId)) throw new Error("No such session.");
+        if (sessionId === f.state.session_id) {
+          throw new Error("This session is open in this conversation; it cannot be erased now.");
+        }
+        f.sessions = { ...f.sessions, sessions: list.filter((s) => s.id !== sessionId) };
+        return { session_id: sessionId, deleted: true };
+      }
+      case "coach.export_my_data": {
+        // Like the server: a first call starts an export; cursors name it and the next chunk.
+        const cursor = typeof request["cursor"] === "string" ? request["cursor"] : null;
+        if (cursor === null) this.exportCount += 1;
+        const [id, at] = cursor === null ? [String(this.exportCount), "0"] : cursor.split(".");
+        const index = Number(at);
+        const total = Math.max(1, Math.ceil(f.exportText.length / f.exportChunk));
+        if (id !== String(this.exportCount) || !(index >= 0 && index < total)) {
+          throw new Error("No such export chunk; start the export again without a cursor.");
+        }
+        const chunk = f.exportText.slice(index * f.exportChunk, (index + 1) * f.exportChunk);
+        return { chunk, index, total_chunks: total, next_cursor: index + 1 < total ? `${id}.${index + 1}` : null };
+      }
+      case "coach.forget_me": {
+        if (this.erased) throw new Error("Nothing is stored about you.");
+        const sessions = f.sessions.sessions.length;
+        const token = typeof request["confirm_token"] === "string" ? request["confirm_token"] : null;
+        if (token === null) {
+          this.forgetToken = `token-${this.calls.length}`;
+          return { erased: false, sessions, confirm_token: this.forgetToken, expires_in: 120 };
+        }
+        const expected = this.forgetToken;
+        this.forgetToken = null;
+        if (token !== expected) throw new Error("That confirmation is wrong or has expired; nothing was erased. Ask again.");
+        this.erased = true;
+        f.sessions = { sessions: [], more: false };
+        return { erased: true, sessions, confirm_token: null, expires_in: null };
       }
       default:
         throw new RpcCallError("Method not supported at destination", 1400);

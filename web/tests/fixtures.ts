@@ -256,3 +256,11 @@ export function resumeAnswers(): Record<string, ResumeSessionResponse | { error:
     [SESSION_C]: { error: "That session is completed: branch it from one of its phases to carry on." },
   };
 }
+
+// --- self-service -------------------------------------------------------------------
+
+/** What coach.export_my_data sends for ada: longer than one of the fake's chunks. */
+export function exportText(): string {
+  const sessions = sessionsList().sessions.map((s) => ({ session: { id: s.id, design_challenge: s.challenge } }));
+  return `${JSON.stringify({ user: { identity: "ada" }, person: { step: 1, value: { facts: [] } }, person_deltas: [], sessions })}\n`;
+}

@@ -20,9 +20,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from io import StringIO
 from typing import Any, Final, Literal, TypeVar
 
 from livekit import rtc
@@ -45,9 +48,10 @@ from ..state.design import DesignError
 from ..state.person import PersonError, forget, forget_all
 from ..state.view import focus
 from ..state.zones import Action, Zone
-from ..store import MessageRecord, SessionRecord, clean_text
+from ..store import MessageRecord, SessionRecord, UserRecord, clean_text
 from ..userdata import UserData
 from .room import StateMessage, StepMessage
+from .sessions import export_person
 
 logger = logging.getLogger("coach.rpc")
 
@@ -55,6 +59,8 @@ MAX_REQUEST_BYTES: Final = 4_096
 """Bytes (UTF-8) a request payload may have; a larger one is refused with 413."""
 MAX_RESPONSE_BYTES: Final = 15_000
 """Bytes an answer may have (LiveKit refuses RPC payloads over 15 KiB)."""
+CONFIRM_SECONDS: Final = 120
+"""How long a ``coach.forget_me`` confirmation token is valid."""
 
 ERRORS: Final = {
     400: "the payload is not JSON or does not match the method's request type",
@@ -279,6 +285,38 @@ class ForgetRequest(_Request):
 
 class ForgetResponse(_Response):
     facts: list[Fact] = Field(description="What is still remembered.")
+
+
+class ExportMyDataRequest(_Request):
+    """``coach.export_my_data``: everything stored about the caller (every session, as
+    ``sessions export`` gives it, and what coach remembers), as one JSON document sent in
+    chunks: call without ``cursor`` to start, then with each answer's ``next_cursor``."""
+
+    cursor: str | None = Field(
+        default=None, max_length=128, description="The previous answer's `next_cursor`."
+    )
+
+
+class ExportMyDataResponse(_Response):
+    chunk: str = Field(description="The next part of the document's text.")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next chunk; null: done.")
+    index: int = Field(description="This chunk's place, from 0.")
+    total_chunks: int
+
+
+class ForgetMeRequest(_Request):
+    """``coach.forget_me``: erase the caller, with every session and what coach remembers.
+    Call without ``confirm_token`` to be told what would go and get a token, then with the
+    token (within :data:`CONFIRM_SECONDS`) to erase."""
+
+    confirm_token: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+class ForgetMeResponse(_Response):
+    erased: bool = Field(description="False: nothing was erased yet; confirm with the token.")
+    sessions: int = Field(description="The sessions that would be (or were) erased.")
+    confirm_token: str | None = Field(description="The token to confirm with (null once erased).")
+    expires_in: int | None = Field(description="Seconds the token is valid for.")
 
 
 # --- the registry ---------------------------------------------------------------------
@@ -810,6 +848,110 @@ async def focus_item(call: Call, request: FocusRequest) -> FocusResponse:
     return FocusResponse(step=delta.step if delta else None)
 
 
+async def _me(call: Call) -> UserRecord:
+    """The caller's user record (404 when nothing is stored about them)."""
+    user = await call.userdata.store.find_user(call.caller)
+    if user is None:
+        raise rtc.RpcError(404, "Nothing is stored about you.")
+    return user
+
+
+@method("coach.export_my_data", ExportMyDataRequest, ExportMyDataResponse)
+async def export_my_data(call: Call, request: ExportMyDataRequest) -> ExportMyDataResponse:
+    """The caller's export, one chunk per call. The first call reads the whole document
+    (``sessions export --user``) and keeps its chunks in this job's memory, so every
+    chunk is of the same read; a new first call replaces it."""
+    userdata = call.userdata
+    if request.cursor is None:
+        user = await _me(call)
+        if userdata.session_id is not None:
+            await userdata.recorder.flush()  # what was said so far is in it
+        text = StringIO()
+        await export_person(userdata.store, user, text)
+        userdata.export = (secrets.token_urlsafe(12), _chunks(text.getvalue()))
+        index = 0
+    else:
+        index = _cursor_index(userdata, request.cursor)
+    assert userdata.export is not None
+    export_id, chunks = userdata.export
+    last = index + 1 == len(chunks)
+    return ExportMyDataResponse(
+        chunk=chunks[index],
+        next_cursor=None if last else f"{export_id}.{index + 1}",
+        index=index,
+        total_chunks=len(chunks),
+    )
+
+
+def _cursor_index(userdata: UserData, cursor: str) -> int:
+    export_id, _, index = cursor.rpartition(".")
+    if (
+        userdata.export is None
+        or not secrets.compare_digest(export_id, userdata.export[0])
+        or not (index.isascii() and index.isdigit())
+        or not 0 < int(index) < len(userdata.export[1])
+    ):
+        raise rtc.RpcError(404, "No such export chunk; start the export again without a cursor.")
+    return int(index)
+
+
+def _chunks(text: str) -> tuple[str, ...]:
+    """``text`` cut into parts each of which fits an answer (escaped as a JSON string)."""
+    envelope = ExportMyDataResponse(
+        chunk="", next_cursor="x" * 40, index=_LONGEST_CURSOR, total_chunks=_LONGEST_CURSOR
+    )
+    room = MAX_RESPONSE_BYTES - _size(envelope)
+    chunks: list[str] = []
+    start = 0
+    while start < len(text) or not chunks:
+        length = room
+        while (size := _escaped(text[start : start + length])) > room:
+            length = max(1, length * room // size - 1)
+        chunks.append(text[start : start + length])
+        start += length
+    return tuple(chunks)
+
+
+def _escaped(text: str) -> int:
+    """Bytes of ``text`` as a JSON string's contents in an answer."""
+    return len(_JSON_STRING.dump_json(text)) - 2
+
+
+_JSON_STRING: Final = TypeAdapter(str)
+
+
+@method("coach.forget_me", ForgetMeRequest, ForgetMeResponse)
+async def forget_me(call: Call, request: ForgetMeRequest) -> ForgetMeResponse:
+    """Erase the caller as ``users delete`` does, in two calls: the first gets a token
+    (random, kept in this job's memory with the caller and an expiry), the second erases
+    with it. The live conversation is closed first, so nothing more is written of them."""
+    userdata = call.userdata
+    user = await _me(call)
+    count = await userdata.store.count_user_sessions(user.id)
+    if request.confirm_token is None:
+        token = secrets.token_urlsafe(24)
+        userdata.forget_token = (token, call.caller, time.monotonic() + CONFIRM_SECONDS)
+        return ForgetMeResponse(
+            erased=False, sessions=count, confirm_token=token, expires_in=CONFIRM_SECONDS
+        )
+    pending, userdata.forget_token = userdata.forget_token, None
+    if (
+        pending is None
+        or pending[1] != call.caller
+        or time.monotonic() >= pending[2]
+        or not secrets.compare_digest(pending[0], request.confirm_token)
+    ):
+        raise rtc.RpcError(
+            409, "That confirmation is wrong or has expired; nothing was erased. Ask again."
+        )
+    if call.session is not None:
+        await call.session.aclose()  # the conversation ends: nothing more is said or stored
+    await userdata.recorder.flush()  # what was queued lands, and goes with the rest
+    erased = await userdata.store.delete_user(user.identity)
+    userdata.clear_person()
+    return ForgetMeResponse(erased=True, sessions=erased or 0, confirm_token=None, expires_in=None)
+
+
 def _size(model: BaseModel) -> int:
     return len(model.model_dump_json().encode("utf-8"))
 
@@ -830,6 +972,7 @@ def _fitting(items: Sequence[BaseModel], room: int) -> int:
 
 
 __all__ = [
+    "CONFIRM_SECONDS",
     "ERRORS",
     "MAX_REQUEST_BYTES",
     "MAX_RESPONSE_BYTES",

@@ -143,6 +143,25 @@ async def export_session(store: Store, session_id: str, out: TextIO) -> None:
     out.write("]}\n")
 
 
+async def export_user(store: Store, identity: str, out: TextIO) -> None:
+    """Everything stored about a person, as one JSON document (written page by page):
+    the user, what coach remembers (the person record and its deltas) and every session
+    of theirs, newest first, each as :func:`export_session` writes it."""
+    await export_person(store, await _user(store, identity), out)
+
+
+async def export_person(store: Store, user: UserRecord, out: TextIO) -> None:
+    """:func:`export_user` of a user already found (the RPC ``coach.export_my_data``)."""
+    person = await store.get_person(user.id)
+    deltas = [d.to_json() for d in await store.get_person_deltas(user.id)]
+    out.write(f'{{"user": {_dumps(asdict(user))},\n"person": {_dumps(asdict(person))}')
+    out.write(f',\n"person_deltas": {_dumps(deltas)},\n"sessions": [')
+    for count, session in enumerate(await store.get_user_sessions(user.id)):
+        out.write(",\n" if count else "\n")
+        await export_session(store, session.id, out)
+    out.write("]}\n")
+
+
 async def _write_items(out: TextIO, items: AsyncIterator[Any]) -> None:
     first = True
     async for item in items:

@@ -19,6 +19,8 @@ const fake = new FakeRoom(
     conversation: fixtures.conversationFor(),
     resume: fixtures.resumeAnswers(),
     state: fixtures.snapshot(fixtures.SESSION_A, 0),
+    exportText: fixtures.exportText(),
+    exportChunk: 64,
   },
   params.get("agent") === "none" ? null : undefined,
 );
