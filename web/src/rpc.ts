@@ -1,4 +1,4 @@
-/* Generated from src/coach/surfaces/rpc.py by make rpc-types: do not edit. */
+/* Generated from src/coach/surfaces/rpc/ by make rpc-types: do not edit. */
 
 /**
  * This interface was referenced by `CoachRpc`'s JSON-Schema

@@ -1,0 +1,152 @@
+"""The live conversation: resume, branch, delete, interrupt, the board's fresh read and focus."""
+
+from __future__ import annotations
+
+from livekit import rtc
+
+from ...agents.restore import resumed_agent
+from ...errors import (
+    BranchRefused,
+    InvalidWrite,
+)
+from ...live_state import action_id
+from ...state.design import DesignError
+from ...state.view import focus
+from ...state.zones import Action, Zone
+from ...store import clean_text
+from .contract import (
+    BranchSessionRequest,
+    BranchSessionResponse,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    FocusRequest,
+    FocusResponse,
+    GetStateRequest,
+    GetStateResponse,
+    InterruptRequest,
+    InterruptResponse,
+    ResumeSessionRequest,
+    ResumeSessionResponse,
+)
+from .registry import Call, method, owned_session
+
+
+@method("coach.resume_session", ResumeSessionRequest, ResumeSessionResponse)
+async def resume_session(call: Call, request: ResumeSessionRequest) -> ResumeSessionResponse:
+    """The tools' select + load in one call: the session is loaded into the live
+    conversation and handed to the agent that continues it, which greets with its recap."""
+    userdata, session = call.userdata, call.session
+    found = await owned_session(call, request.session_id)
+    if session is None:
+        raise rtc.RpcError(409, "No live conversation to resume into.")
+    if userdata.session_id == found.id:
+        raise rtc.RpcError(409, "This session is already open.")
+    userdata.user_id = found.user_id
+    try:
+        result = await userdata.load_state(found.id)
+    except TimeoutError:
+        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
+    agent = resumed_agent(userdata, result, current=session.current_agent.chat_ctx)
+    session.update_agent(agent)
+    return ResumeSessionResponse(
+        session_id=found.id,
+        agent=agent.kind,
+        next_phase_id=result.next_phase_id,
+        challenge=result.session.design_challenge,
+    )
+
+
+@method("coach.branch_session", BranchSessionRequest, BranchSessionResponse)
+async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSessionResponse:
+    """Branch one of the caller's sessions (as the ``branch_session`` tool does) and
+    continue the branch in the live conversation with the agent of its next phase."""
+    userdata, session = call.userdata, call.session
+    found = await owned_session(call, request.session_id)
+    if session is None:
+        raise rtc.RpcError(409, "No live conversation to branch into.")
+    userdata.user_id = found.user_id
+    try:
+        result = await userdata.branch(found.id, request.phase_id)
+    except BranchRefused as exc:
+        raise rtc.RpcError(409, clean_text(str(exc))) from None
+    except TimeoutError:
+        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
+    agent = resumed_agent(userdata, result, current=session.current_agent.chat_ctx)
+    session.update_agent(agent)
+    return BranchSessionResponse(
+        session_id=result.session.id,
+        parent_session_id=found.id,
+        branched_from_phase=request.phase_id,
+        agent=agent.kind,
+        next_phase_id=result.next_phase_id,
+    )
+
+
+@method("coach.delete_session", DeleteSessionRequest, DeleteSessionResponse)
+async def delete_session(call: Call, request: DeleteSessionRequest) -> DeleteSessionResponse:
+    """Erase one of the caller's sessions and everything stored of it (not the open one:
+    this conversation is still writing it)."""
+    found = await owned_session(call, request.session_id)
+    if call.userdata.session_id == found.id:
+        raise rtc.RpcError(
+            409, "This session is open in this conversation; it cannot be erased now."
+        )
+    userdata = call.userdata
+    open_id = userdata.session_id
+    if open_id is not None:
+        # The erase rewrites what the open session copied of the erased one (its zones
+        # move on a step): store what is queued first, then follow the rewritten state,
+        # so this conversation's next board change is not refused as stale.
+        await userdata.recorder.flush()
+    await userdata.store.delete_session(found.id)
+    if open_id is not None and userdata.session_id == open_id:
+        userdata.state.attach(open_id, await userdata.store.get_state(open_id))
+    return DeleteSessionResponse(session_id=found.id)
+
+
+@method("coach.interrupt", InterruptRequest, InterruptResponse)
+async def interrupt(call: Call, request: InterruptRequest) -> InterruptResponse:
+    """Interrupt the agent's reply, as the person talking over it would."""
+    session = call.session
+    if session is None:
+        raise rtc.RpcError(409, "No live conversation to interrupt.")
+    speaking = session.agent_state in ("thinking", "speaking")
+    try:
+        await session.interrupt()
+    except RuntimeError:  # not running, or a reply that disallows interruptions
+        return InterruptResponse(interrupted=False)
+    return InterruptResponse(interrupted=speaking)
+
+
+@method("coach.get_state", GetStateRequest, GetStateResponse)
+async def get_state(call: Call, request: GetStateRequest) -> GetStateResponse:
+    """Send a snapshot of the three zones on the state stream."""
+    state = call.userdata.state
+    state.publish_snapshot()
+    return GetStateResponse(session_id=state.session_id, step=state.step)
+
+
+@method("coach.focus", FocusRequest, FocusResponse)
+async def focus_item(call: Call, request: FocusRequest) -> FocusResponse:
+    """Focus an insight or idea: a view delta only, triggered by the user."""
+    state = call.userdata.state
+    if state.session_id is None:
+        raise rtc.RpcError(409, "No design session is active yet.")
+    item = clean_text(request.item)  # echoed in errors and stored: valid UTF-8 only
+    try:
+        view, change = focus(state.view, state.data, item)
+    except DesignError as exc:
+        raise rtc.RpcError(404, str(exc)) from None
+    except InvalidWrite as exc:
+        raise rtc.RpcError(400, str(exc)) from None
+    delta = state.write(
+        Zone.VIEW,
+        view,
+        change,
+        Action(type="focus", params={"item": item}),
+        trigger="user_action",
+        source="user",
+        actor_id=call.caller,
+        turn_id=action_id(),
+    )
+    return FocusResponse(step=delta.step if delta else None)
