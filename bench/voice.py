@@ -58,30 +58,6 @@ STALL_MS = 20.0
 """A stall a caller could hear: the issue's budget for one attributable to coach."""
 
 
-class Heartbeat:
-    """The loop's lateness: a 2 ms timer, and how late each tick ran (ms), per mode."""
-
-    def __init__(self) -> None:
-        self.mode = ""
-        self.lags: dict[str, list[float]] = defaultdict(list)
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._beat())
-
-    async def _beat(self) -> None:
-        period = 0.002
-        while True:
-            due = time.perf_counter() + period
-            await asyncio.sleep(period)
-            if self.mode:
-                self.lags[self.mode].append((time.perf_counter() - due) * 1000)
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = (len(ordered) - 1) * q
@@ -159,12 +135,12 @@ async def run(rounds: int, turns: int) -> dict[str, Any]:
     from coach.settings import Settings
 
     from .loop_blocks import _Blocks
+    from .measure import LoopMeter
 
     logging.getLogger("livekit").setLevel(logging.ERROR)
     results: dict[str, dict[str, Any]] = {
-        m: {"latency": [], "breakdown": defaultdict(list), "reports": []} for m in MODES
+        m: {"latency": [], "breakdown": defaultdict(list), "reports": [], "lags": []} for m in MODES
     }
-    heartbeat = Heartbeat()
     blocks = _Blocks(str(Path(coach.__file__).parent))
     monitor_log = logging.getLogger("livekit.agents")
     monitor_log.addHandler(blocks)
@@ -181,26 +157,23 @@ async def run(rounds: int, turns: int) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         thresholds = loop_monitor.LoopMonitorThresholds(warn=STALL_MS / 1000, error=10.0)
         loop_monitor.start_monitoring(loop, thresholds=thresholds, emit_spans=False)
-        heartbeat.start()
         try:
             async with SpeechServer() as speech, FakeOpenAIServer() as llm_server:
                 for r in range(rounds):
                     order = MODES[r % 3 :] + MODES[: r % 3]
                     for mode in order:
-                        heartbeat.mode, seen = mode, len(blocks.reports)
-                        got = await _call(mode, turns, runtime, speech, llm_server, vad)
-                        heartbeat.mode = ""
+                        seen = len(blocks.reports)
+                        async with LoopMeter(period=0.002) as meter:
+                            got = await _call(mode, turns, runtime, speech, llm_server, vad)
+                        results[mode]["lags"].extend(meter.lateness_ms)
                         results[mode]["reports"].extend(blocks.reports[seen:])
                         results[mode]["latency"].append(got["latency"])
                         for key, values in got["breakdown"].items():
                             results[mode]["breakdown"][key].extend(values)
                     print(f"round {r + 1}/{rounds} done", flush=True)
         finally:
-            heartbeat.stop()
             loop_monitor.stop_monitoring(loop)
             await runtime.aclose()
-    for mode in MODES:
-        results[mode]["lags"] = heartbeat.lags[mode]
     return results
 
 
