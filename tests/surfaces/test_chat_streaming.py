@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from livekit.agents import llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
 
 from coach.settings import Settings
 from coach.surfaces.chat import DIM, EXIT_OK, RESET, WAITING, run_chat
+from tests.fakes.paced_llm import PacedLLM
 
 from .test_chat_cli import SECRET
 
@@ -38,39 +34,6 @@ class Terminal(io.StringIO):
             await self._changed.wait()
 
 
-Step = str | Callable[[], Awaitable[None]]
-
-
-class GatedLLM(llm.LLM):
-    """A model whose one reply streams piece by piece; a callable step is awaited
-    between pieces (the model is still generating until it returns)."""
-
-    def __init__(self, steps: list[Step]) -> None:
-        super().__init__()
-        self.steps = steps
-
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list[llm.Tool] | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        **_: Any,
-    ) -> llm.LLMStream:
-        return _GatedStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-
-class _GatedStream(llm.LLMStream):
-    async def _run(self) -> None:
-        assert isinstance(self._llm, GatedLLM)
-        for step in self._llm.steps:
-            if isinstance(step, str):
-                delta = llm.ChoiceDelta(role="assistant", content=step)
-                self._event_ch.send_nowait(llm.ChatChunk(id="gated", delta=delta))
-            else:
-                await step()
-
-
 def settings(database_url: str) -> Settings:
     return Settings(
         database_url=database_url,
@@ -82,7 +45,7 @@ def settings(database_url: str) -> Settings:
 async def test_a_reply_is_shown_while_the_model_is_still_generating(sqlite_url: str) -> None:
     out = Terminal(tty=False)
     # The model finishes its reply only once its first words are on the screen.
-    model = GatedLLM(["Hello", lambda: out.shows("coach> Hello"), " there!"])
+    model = PacedLLM(["Hello", lambda: out.shows("coach> Hello"), " there!"])
     async with asyncio.timeout(60):  # a hang guard: without streaming this never ends
         code = await run_chat(
             settings(sqlite_url), user="ada", chat_llm=model, stdin=io.StringIO(), stdout=out
@@ -93,7 +56,7 @@ async def test_a_reply_is_shown_while_the_model_is_still_generating(sqlite_url: 
 
 async def test_a_terminal_shows_that_the_model_is_awaited(sqlite_url: str) -> None:
     out = Terminal(tty=True)
-    model = GatedLLM([lambda: out.shows(WAITING), "Hi!"])
+    model = PacedLLM([lambda: out.shows(WAITING), "Hi!"])
     async with asyncio.timeout(60):
         code = await run_chat(
             settings(sqlite_url),
@@ -111,7 +74,7 @@ async def test_a_terminal_shows_that_the_model_is_awaited(sqlite_url: str) -> No
 async def test_a_pipe_gets_no_waiting_line(sqlite_url: str) -> None:
     out = Terminal(tty=False)
     # The model is silent for longer than the wait (0 s) before it answers.
-    model = GatedLLM([lambda: asyncio.sleep(0.05), "Hi!"])
+    model = PacedLLM([lambda: asyncio.sleep(0.05), "Hi!"])
     code = await run_chat(
         settings(sqlite_url),
         user="ada",
