@@ -247,27 +247,28 @@ async def run_chat(
         session.on("conversation_item_added", transcript.on_item)
         session.on("function_tools_executed", transcript.on_tools)
         url = llm_url(settings)
-        replying: list[bool] = []  # one entry while a turn runs: whether it was interrupted
+        cut_short: bool | None = None  # while a turn runs: whether Ctrl-C interrupted it
 
         async def turn(run: Awaitable[Any]) -> bool:
+            nonlocal cut_short
             transcript.begin_turn()
-            replying.append(False)
-            shown = transcript.replies
+            cut_short, shown = False, transcript.replies
             try:
                 return await _answered(run, url, stderr, before_error=transcript.end_turn)
             finally:
-                if replying[0] and transcript.replies == shown:
+                if cut_short and transcript.replies == shown:
                     transcript.note("  (interrupted before the reply)")
-                replying.clear()
+                cut_short = None
                 transcript.end_turn()
 
         def interrupt() -> bool:
             """Ctrl-C: cut the reply in progress short (True), or end the chat (False)."""
-            if not replying or replying[0]:  # at the prompt, or a second Ctrl-C in one turn
+            nonlocal cut_short
+            if cut_short is not False:  # at the prompt, or a second Ctrl-C in one turn
                 if stdout.isatty():
                     print(file=stdout)  # the shell's prompt on a line of its own
                 return False
-            replying[0] = True
+            cut_short = True
             with contextlib.suppress(RuntimeError):  # nothing left to interrupt
                 session.interrupt(force=True)
             return True
