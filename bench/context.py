@@ -122,7 +122,7 @@ async def visit_rows(directory: Path) -> tuple[list[Row], list[Usage]]:
     """Run the scripted visit and measure every request."""
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{directory / 'coach.db'}",
-        secret_key="bench-secret-0123456789abcdef",  # type: ignore[arg-type]
+        secret_key="bench-secret-0123456789abcdef",
         llm_base_url="http://127.0.0.1:9/v1",
     )
     runtime = await Runtime.open(settings)

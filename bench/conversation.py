@@ -232,7 +232,7 @@ async def converse(runtime: Any, meters: Meters, turns: int, *, recording: bool)
     from coach.live_state import LiveState
     from coach.recording import Recorder
 
-    class DiscardingRecorder(Recorder):  # type: ignore[misc]
+    class DiscardingRecorder(Recorder):
         """Recording OFF: accepts every write and throws it away."""
 
         def submit(self, op: Any) -> None:

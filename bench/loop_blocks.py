@@ -81,7 +81,7 @@ async def _job(mode: str, url: str, database: str) -> dict[str, Any]:
 
     settings = Settings(
         database_url=database,
-        secret_key="bench-loop-blocks-secret-0123456789",  # type: ignore[arg-type]
+        secret_key="bench-loop-blocks-secret-0123456789",
         llm_base_url=url,
         llm_model="fake",
     )

@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,9 @@ async def paired_trials(
 
 
 def main(
-    module: str, child: Callable[[str, str, str], None], serve: Callable[[int], Awaitable[None]]
+    module: str,
+    child: Callable[[str, str, str], None],
+    serve: Callable[[int], Coroutine[Any, Any, None]],
 ) -> None:
     """The command line of ``bench.<module>``: ``--pairs N`` runs the trials (``serve``);
     ``--child MODE URL DATABASE`` is one trial (``child``), as :func:`paired_trials` runs it."""

@@ -34,7 +34,10 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from livekit.agents import TurnHandlingOptions
 
 MODES = ("bare", "coach", "coach-norec")
 TURNS = [
@@ -46,7 +49,7 @@ TURNS = [
     ("that sounds right", "That sounds right."),
 ]
 REPLY = "I see. Tell me more."
-TURN_HANDLING: dict[str, Any] = {
+TURN_HANDLING: TurnHandlingOptions = {
     "turn_detection": "vad",
     "endpointing": {"mode": "fixed", "min_delay": 0.5, "max_delay": 3.0},
 }
@@ -69,7 +72,7 @@ def _percentile(values: list[float], q: float) -> float:
 async def _call(
     mode: str, turns: int, runtime: Any, speech: Any, llm_server: Any, vad: Any
 ) -> dict[str, Any]:
-    from livekit.agents import Agent, AgentSession
+    from livekit.agents import Agent, AgentSession, metrics
     from livekit.plugins import openai
     from tests.fakes import say
     from tests.fakes.voice import VoiceCall, speech_models
@@ -109,15 +112,14 @@ async def _call(
         latencies.append(turn.latency)
     breakdown: dict[str, list[float]] = defaultdict(list)
     for m in call.metrics:
-        kind = type(m).__name__
-        if kind == "EOUMetrics":
+        if isinstance(m, metrics.EOUMetrics):
             breakdown["end_of_utterance_delay"].append(m.end_of_utterance_delay)
             breakdown["transcription_delay"].append(m.transcription_delay)
-        elif kind == "STTMetrics" and m.duration > 0:
+        elif isinstance(m, metrics.STTMetrics) and m.duration > 0:
             breakdown["stt_duration"].append(m.duration)
-        elif kind == "LLMMetrics" and m.ttft > 0:
+        elif isinstance(m, metrics.LLMMetrics) and m.ttft > 0:
             breakdown["llm_ttft"].append(m.ttft)
-        elif kind == "TTSMetrics" and m.ttfb > 0:
+        elif isinstance(m, metrics.TTSMetrics) and m.ttfb > 0:
             breakdown["tts_ttfb"].append(m.ttfb)
     await call.aclose()
     await runtime.recorder.flush()
@@ -149,7 +151,7 @@ async def run(rounds: int, turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="coach-bench-voice-") as tmp:
         settings = Settings(
             database_url=f"sqlite+aiosqlite:///{Path(tmp) / 'coach.db'}",
-            secret_key="bench-voice-secret-0123456789abcdef",  # type: ignore[arg-type]
+            secret_key="bench-voice-secret-0123456789abcdef",
             llm_base_url="http://127.0.0.1:9/v1",
         )
         runtime = await Runtime.open(settings)

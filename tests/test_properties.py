@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import unicodedata
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,14 +80,16 @@ def utf8(value: Any) -> None:
 
 
 @pytest.fixture
-def loop() -> Iterator[Callable[[Awaitable[T]], T]]:
+def loop() -> Iterator[Callable[[Coroutine[Any, Any, T]], T]]:
     """Run coroutines on one event loop from a synchronous test (hypothesis drives it)."""
     with asyncio.Runner() as runner:
         yield runner.run
 
 
 @pytest.fixture
-def store(database_url: str, loop: Callable[[Awaitable[Any]], Any]) -> Iterator[Repository]:
+def store(
+    database_url: str, loop: Callable[[Coroutine[Any, Any, Any]], Any]
+) -> Iterator[Repository]:
     repository: Repository = loop(open_repository(database_url, secret=MEMORY_SECRET))
     yield repository
     loop(repository.aclose())
@@ -104,7 +106,7 @@ async def _count(repo: Repository, table: str) -> int:
 
 
 def test_identities_are_stored_in_their_nfkc_form_or_refused_with_nothing_written(
-    store: Repository, loop: Callable[[Awaitable[Any]], Any]
+    store: Repository, loop: Callable[[Coroutine[Any, Any, Any]], Any]
 ) -> None:
     @PROFILE
     @given(identity=NASTY | st.text(min_size=250, max_size=260))
@@ -134,7 +136,7 @@ def test_identities_are_stored_in_their_nfkc_form_or_refused_with_nothing_writte
 
 
 def test_messages_are_stored_cleaned_and_ids_that_are_no_ids_find_nothing(
-    store: Repository, loop: Callable[[Awaitable[Any]], Any]
+    store: Repository, loop: Callable[[Coroutine[Any, Any, Any]], Any]
 ) -> None:
     user = loop(store.get_or_create_user("messages"))
     session = loop(store.create_session(user.id, "challenge"))
@@ -157,7 +159,7 @@ def test_messages_are_stored_cleaned_and_ids_that_are_no_ids_find_nothing(
 
 
 def test_zone_values_round_trip_or_are_refused_whole(
-    store: Repository, loop: Callable[[Awaitable[Any]], Any]
+    store: Repository, loop: Callable[[Coroutine[Any, Any, Any]], Any]
 ) -> None:
     user = loop(store.get_or_create_user("zones"))
     session = loop(store.create_session(user.id, "challenge"))
@@ -235,7 +237,7 @@ def tool_settings(database_url: str) -> Settings:
     """Settings on a migrated database; the LLM is scripted, never this address."""
     return Settings(
         database_url=database_url,
-        secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
+        secret_key=MEMORY_SECRET.decode(),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=5,
     )
@@ -267,7 +269,7 @@ PAYLOADS = st.one_of(
 
 @pytest.fixture
 def focus_board(
-    tool_settings: Settings, loop: Callable[[Awaitable[Any]], Any]
+    tool_settings: Settings, loop: Callable[[Coroutine[Any, Any, Any]], Any]
 ) -> Iterator[tuple[UserData, _Sink, str]]:
     async def make() -> tuple[Runtime, UserData, _Sink, str]:
         runtime = await Runtime.open(tool_settings)
@@ -287,7 +289,7 @@ def focus_board(
 
 
 def test_focus_payloads_get_a_documented_answer(
-    focus_board: tuple[UserData, _Sink, str], loop: Callable[[Awaitable[Any]], Any]
+    focus_board: tuple[UserData, _Sink, str], loop: Callable[[Coroutine[Any, Any, Any]], Any]
 ) -> None:
     userdata, sink, insight_id = focus_board
 
@@ -355,7 +357,7 @@ def _check_turn(session: AgentSession[UserData], model: ScriptedLLM, result: Any
 
 
 def test_tool_arguments_get_a_result_or_a_tool_error(
-    tool_settings: Settings, loop: Callable[[Awaitable[Any]], Any]
+    tool_settings: Settings, loop: Callable[[Coroutine[Any, Any, Any]], Any]
 ) -> None:
     runtime: Runtime = loop(Runtime.open(tool_settings))
     model = ScriptedLLM([say("Hi! What's your name?")])

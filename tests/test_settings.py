@@ -27,7 +27,7 @@ def test_shared_database_needs_an_explicit_secret() -> None:
     with pytest.raises(ConfigError, match="COACH_SECRET_KEY is required"):
         _ = settings.memory_secret
     with pytest.raises(ConfigError, match="at least 16"):
-        _ = Settings(database_url="postgresql+asyncpg://db/coach", secret_key="short").memory_secret  # type: ignore[arg-type]
+        _ = Settings(database_url="postgresql+asyncpg://db/coach", secret_key="short").memory_secret
 
 
 def test_invalid_setting_is_one_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,14 +38,14 @@ def test_invalid_setting_is_one_config_error(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_llm_timeout_is_generous_for_local_servers() -> None:
     assert Settings(llm_base_url="http://localhost:11434/v1").llm_read_timeout == 300
-    assert Settings(openai_api_key="sk-x").llm_read_timeout == 15  # type: ignore[arg-type]
+    assert Settings(openai_api_key="sk-x").llm_read_timeout == 15
     assert Settings(llm_base_url="http://x/v1", llm_timeout=42).llm_read_timeout == 42
 
 
 def test_a_local_server_is_retried_once_and_openai_three_times() -> None:
     # A local server answers one request at a time: each retry waits behind the last.
     assert Settings(llm_base_url="http://localhost:11434/v1").llm_max_retry == 1
-    assert Settings(openai_api_key="sk-x").llm_max_retry == 3  # type: ignore[arg-type]
+    assert Settings(openai_api_key="sk-x").llm_max_retry == 3
     assert Settings(llm_base_url="http://x/v1", llm_retries=0).llm_max_retry == 0
 
 

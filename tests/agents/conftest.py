@@ -14,7 +14,7 @@ def settings(database_url: str) -> Settings:
     """Settings on a migrated database (SQLite file and PostgreSQL)."""
     return Settings(
         database_url=database_url,
-        secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
+        secret_key=MEMORY_SECRET.decode(),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=5,
     )

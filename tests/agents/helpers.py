@@ -4,11 +4,19 @@ import asyncio
 
 from livekit.agents import AgentSession
 
+from coach.persistence import Repository
 from coach.runtime import Runtime
 from coach.userdata import UserData
 from tests.fakes import ScriptedLLM, call, say
 
 CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
+
+
+def repository(runtime: Runtime) -> Repository:
+    """The runtime's store as the repository it is, for raw SQL on its engine."""
+    store = runtime.store
+    assert isinstance(store, Repository), store
+    return store
 
 
 async def start(

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from livekit import rtc
 from livekit.agents import AgentSession, llm
+from livekit.agents.voice.run_result import RunResult
 from sqlalchemy import text
 
 from coach.agents import DesignStrategist
@@ -60,7 +61,9 @@ async def branch_by_voice(
     model.extend([call("select_session_to_load", session_id=source_id), say("Which phase?")])
     await session.run(user_input="My onboarding session, please")
     model.extend([call("branch_session", phase_id=phase_id), say("We are back after that phase.")])
-    result = await session.run(user_input="Let's go back to Define and try another direction")
+    result: RunResult[None] = await session.run(
+        user_input="Let's go back to Define and try another direction"
+    )
     output = result.expect.next_event(type="function_call_output").event().item
     assert not output.is_error, output.output
     branch_id = session.userdata.session_id
@@ -129,14 +132,14 @@ async def test_a_branch_from_define_holds_the_session_as_it_was_then(runtime: Ru
     # The branch point is a whole turn: the copied steps (the branch's first ones, the
     # same items as the source's) end with the reply that ended define's turn, every call
     # has its output, and every step verifies as the branch's own.
-    source_steps = await runtime.store.load_agent_state(source)
-    steps = await runtime.store.load_agent_state(branch_id)
-    same = [a.id == b.id for a, b in zip(steps, source_steps, strict=False)]  # type: ignore[attr-defined]
-    copied = steps[: same.index(False) if False in same else len(same)]
-    assert 0 < len(copied) < len(source_steps)
-    calls = {s.call_id for s in copied if isinstance(s, llm.FunctionCall)}
-    assert calls == {s.call_id for s in copied if isinstance(s, llm.FunctionCallOutput)}
-    last = copied[-1]
+    source_steps = cast(list[llm.ChatItem], await runtime.store.load_agent_state(source))
+    branch_steps = cast(list[llm.ChatItem], await runtime.store.load_agent_state(branch_id))
+    same = [a.id == b.id for a, b in zip(branch_steps, source_steps, strict=False)]
+    turn_steps = branch_steps[: same.index(False) if False in same else len(same)]
+    assert 0 < len(turn_steps) < len(source_steps)
+    calls = {s.call_id for s in turn_steps if isinstance(s, llm.FunctionCall)}
+    assert calls == {s.call_id for s in turn_steps if isinstance(s, llm.FunctionCallOutput)}
+    last = turn_steps[-1]
     assert isinstance(last, llm.ChatMessage) and last.role == "assistant"
     assert last.text_content == "Phase 2 done."  # define's reply, in the helper's words
     assert await rows_of(runtime, source) == before  # the original is untouched
@@ -208,7 +211,7 @@ async def test_refusals_are_plain_words_and_change_nothing(
     model.extend([call("select_session_to_load", session_id=source), say("Which phase?")])
     await session.run(user_input="My onboarding session")
     model.extend([call("branch_session", phase_id=phase_id), say("That will not work.")])
-    result = await session.run(user_input=f"Go back to {phase_id}")
+    result: RunResult[None] = await session.run(user_input=f"Go back to {phase_id}")
     refused = result.expect.next_event(type="function_call_output").event().item
     assert refused.is_error and words in refused.output, refused.output
     assert session.userdata.session_id is None

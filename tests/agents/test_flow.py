@@ -3,6 +3,7 @@
 import asyncio
 
 from livekit.agents import llm
+from livekit.agents.voice.run_result import RunResult
 
 from coach.agents import DesignCoach, DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
@@ -18,7 +19,7 @@ async def test_coach_captures_challenge_and_hands_off_to_strategist(runtime: Run
     model.extend(
         [call("identify_user", name="Ada Lovelace"), say("Welcome Ada, what shall we design?")]
     )
-    result = await session.run(user_input="I'm Ada Lovelace")
+    result: RunResult[None] = await session.run(user_input="I'm Ada Lovelace")
     result.expect.next_event().is_function_call(
         name="identify_user", arguments={"name": "Ada Lovelace"}
     )
@@ -75,7 +76,7 @@ async def test_strategist_completes_phases_in_order_then_evaluator_finishes(
 
     # Handing off early is refused by state, not by the prompt.
     model.extend([call("transfer_to_evaluator"), say("We still have phases to do.")])
-    result = await session.run(user_input="Can we skip to the evaluation?")
+    result: RunResult[None] = await session.run(user_input="Can we skip to the evaluation?")
     result.expect.next_event().is_function_call(name="transfer_to_evaluator")
     refused = result.expect.next_event().is_function_call_output().event().item
     assert refused.is_error and "Empathize, Define, Ideate, Strategy" in refused.output
@@ -129,7 +130,7 @@ async def test_strategist_completes_phases_in_order_then_evaluator_finishes(
     await session.aclose()
 
     await asyncio.wait_for(runtime.recorder.flush(), 5)
-    stored = await runtime.store.get_session(userdata.session_id)  # type: ignore[arg-type]
+    stored = await runtime.store.get_session(userdata.session_id)
     assert stored is not None and stored.status == "completed"
 
 
@@ -156,7 +157,7 @@ async def test_tools_refuse_out_of_order_calls(runtime: Runtime) -> None:
     model = ScriptedLLM([say("Hi!")])
     session = await start(runtime, model)
     model.extend([call("capture_design_challenge", challenge=CHALLENGE), say("Who are you?")])
-    result = await session.run(user_input="Design a thing")
+    result: RunResult[None] = await session.run(user_input="Design a thing")
     err = result.expect.next_event(type="function_call_output").event().item
     assert err.is_error and "identify_user" in err.output
     model.extend([call("transfer_to_strategist"), say("First the challenge.")])

@@ -66,7 +66,7 @@ async def test_prune_erases_what_is_past_retention_and_a_dry_run_nothing(
 ) -> None:
     old = await new_session_with_phases(runtime, "ada", 1)
     done = await new_session_with_phases(runtime, "bob", 1)
-    await runtime.store.set_session_status(done, "completed")
+    await runtime.store.update_session(done, status="completed")
     fresh = await new_session_with_phases(runtime, "cy", 1)
     later = datetime.now(UTC) + timedelta(days=1)  # everything so far is "older"
 

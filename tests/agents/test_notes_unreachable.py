@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from livekit.agents.voice.run_result import RunResult
+
 from coach.agents.base import NOTES_UNREACHABLE
 from coach.errors import StorageError
 from coach.runtime import Runtime
@@ -47,7 +49,7 @@ class UnreachableReads:
 
 def unreachable(runtime: Runtime) -> tuple[Runtime, UnreachableReads]:
     store = UnreachableReads(runtime.store)
-    return dataclasses.replace(runtime, store=store), store  # type: ignore[arg-type]
+    return dataclasses.replace(runtime, store=store), store
 
 
 async def test_identify_user_says_the_notes_are_unreachable_and_the_turn_goes_on(
@@ -62,7 +64,7 @@ async def test_identify_user_says_the_notes_are_unreachable_and_the_turn_goes_on
             say("Sorry, I can't reach my notes right now. What would you like to design?"),
         ]
     )
-    result = await session.run(user_input="I'm Ada")
+    result: RunResult[None] = await session.run(user_input="I'm Ada")
     reply = result.expect[-1].is_message(role="assistant").event().item
     assert reply.text_content and reply.text_content.startswith("Sorry")
     assert model.requests[-1].tool_outputs() == [("identify_user", NOTES_UNREACHABLE)]

@@ -5,6 +5,7 @@ import logging
 
 import pytest
 from livekit.agents import llm
+from livekit.agents.voice.run_result import RunResult
 from sqlalchemy import text
 
 from coach.agents import DesignEvaluator, DesignStrategist
@@ -12,7 +13,7 @@ from coach.runtime import Runtime
 from tests.fakes import ScriptedLLM, call, say
 
 from .conftest import RuntimeFactory
-from .helpers import CHALLENGE, new_session_with_phases, start
+from .helpers import CHALLENGE, new_session_with_phases, repository, start
 
 
 def texts(ctx: llm.ChatContext) -> list[str]:
@@ -26,7 +27,9 @@ async def resume(runtime: Runtime, identity: str, session_id: str) -> tuple[obje
     model.extend(
         [call("select_session_to_load", session_id=session_id), say("Say continue when ready.")]
     )
-    result = await session.run(user_input="Yes, let's continue my onboarding redesign")
+    result: RunResult[None] = await session.run(
+        user_input="Yes, let's continue my onboarding redesign"
+    )
     selected = result.expect.next_event(type="function_call_output").event().item
     assert not selected.is_error, selected.output
     assert session.userdata.pending_session_id == session_id
@@ -96,7 +99,7 @@ async def test_session_with_all_strategy_phases_done_resumes_in_the_evaluator(
 
 async def test_completed_session_is_refused_in_plain_words(runtime: Runtime) -> None:
     session_id = await new_session_with_phases(runtime, "cy", phases=1)
-    await runtime.store.set_session_status(session_id, "completed")
+    await runtime.store.update_session(session_id, status="completed")
     model = ScriptedLLM([say("Welcome back!")])
     session = await start(runtime, model, identity="cy")
     model.extend(
@@ -107,7 +110,7 @@ async def test_completed_session_is_refused_in_plain_words(runtime: Runtime) -> 
     )
     await session.run(user_input="resume it")
     model.extend([call("load_selected_session"), say("That session is finished. Start fresh?")])
-    result = await session.run(user_input="continue")
+    result: RunResult[None] = await session.run(user_input="continue")
     refused = result.expect.next_event(type="function_call_output").event().item
     assert refused.is_error
     assert f"Session {session_id} already completed" in refused.output
@@ -128,7 +131,7 @@ async def test_a_user_cannot_select_or_load_anothers_session(runtime: Runtime, k
     model = ScriptedLLM([say("Hello!")])
     session = await start(runtime, model, identity="mallory")
     model.extend([call("select_session_to_load", session_id=target), say("No such session.")])
-    result = await session.run(user_input=f"load session {target}")
+    result: RunResult[None] = await session.run(user_input=f"load session {target}")
     answer = result.expect.next_event(type="function_call_output").event().item
     assert answer.is_error
     # The same words whether the id exists for someone else, does not exist, or is garbage.
@@ -151,7 +154,7 @@ async def test_corrupt_memory_steps_fall_back_to_reconstructed_context(
     runtime: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
     session_id = await new_session_with_phases(runtime, "dee", phases=2)
-    engine = runtime.store.engine
+    engine = repository(runtime).engine
     async with engine.begin() as conn:
         await conn.execute(
             text("UPDATE agent_steps SET payload = :junk WHERE session_id = :sid"),

@@ -21,7 +21,7 @@ from coach.surfaces.sessions import delete_session, prune_sessions
 from coach.userdata import UserData
 from tests.fakes import ScriptedLLM, call, say
 
-from .helpers import start
+from .helpers import repository, start
 
 MARKERS = ("zorblatt", "quimbly", "froodle")
 """Words only the first session holds: any of them found elsewhere is a copy of it."""
@@ -129,7 +129,7 @@ def _step_text(step: object) -> str:
 async def stored(runtime: Runtime) -> dict[str, list[str]]:
     """Every stored row of every table as text (memory steps decoded), by table."""
     found: dict[str, list[str]] = {}
-    async with runtime.store.engine.connect() as conn:
+    async with repository(runtime).engine.connect() as conn:
         for table in TABLES:
             rows = (await conn.execute(text(f"SELECT * FROM {table}"))).all()
             found[table] = [" ".join(_text(value) for value in row) for row in rows]

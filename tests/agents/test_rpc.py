@@ -12,6 +12,7 @@ import pytest
 from livekit import rtc
 from livekit.agents import AgentSession
 from livekit.agents.voice.io import TextOutput
+from livekit.agents.voice.run_result import RunResult
 
 from coach.agents import DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
@@ -159,7 +160,7 @@ async def test_unknown_malformed_and_foreign_ids_get_the_same_answer(
 async def test_a_database_that_does_not_answer_is_503(runtime: Runtime) -> None:
     session_id = await new_session_with_phases(runtime, OWNER, 1)
     session = await live(runtime)
-    flaky = dataclasses.replace(runtime, store=UnreachableReads(runtime.store))  # type: ignore[arg-type]
+    flaky = dataclasses.replace(runtime, store=UnreachableReads(runtime.store))
     userdata = flaky.new_userdata(identity=OWNER)
     for name, payload in [
         ("coach.list_sessions", {}),
@@ -409,7 +410,7 @@ async def test_resume_refuses_what_cannot_be_resumed_with_the_spoken_words(
     runtime: Runtime, status: str, words: str
 ) -> None:
     session_id = await new_session_with_phases(runtime, OWNER, 1)
-    await runtime.store.set_session_status(session_id, status)
+    await runtime.store.update_session(session_id, status=status)
     session = await live(runtime)
     error = await refused(
         session.userdata, "coach.resume_session", {"session_id": session_id}, session=session
@@ -479,7 +480,7 @@ async def test_interrupt_stops_the_reply_and_it_is_stored_as_interrupted(
     assert await call(userdata, "coach.interrupt", {}, session=session) == {
         "interrupted": False  # nothing is being said
     }
-    turn = session.run(user_input="Bike parking at the office.")
+    turn: RunResult[None] = session.run(user_input="Bike parking at the office.")
     await halfway.wait()
     await heard.shows("who struggles")
     assert await call(userdata, "coach.interrupt", {}, session=session) == {"interrupted": True}

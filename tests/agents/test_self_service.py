@@ -178,7 +178,8 @@ async def test_the_live_conversation_ends_and_stores_nothing_more_of_the_erased(
     answer = await call(userdata, "coach.forget_me", {"confirm_token": token}, session=session)
 
     assert answer["erased"] is True and answer["sessions"] == 1
-    assert (userdata.user_id, userdata.session_id, userdata.state.session_id) == (None,) * 3
+    assert userdata.user_id is None and userdata.session_id is None
+    assert userdata.state.session_id is None
     await asyncio.wait_for(runtime.recorder.flush(), 5)
     assert await runtime.store.find_user(OWNER) is None
     assert await runtime.store.list_sessions() == []

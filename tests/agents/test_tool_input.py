@@ -7,6 +7,7 @@ import asyncio
 import json
 
 from livekit.agents import llm
+from livekit.agents.voice.run_result import RunResult
 from livekit.plugins import openai
 
 from coach.runtime import Runtime
@@ -37,7 +38,9 @@ async def test_a_lone_surrogate_echoed_by_a_tool_reaches_the_real_model_cleaned(
         server.extend([call("select_session_to_load", session_id="old\ud800"), say("Which?")])
         await session.run(user_input="Load my old session")
         server.extend([say("Still here.")])
-        result = await session.run(user_input="Hello again")  # every later turn works too
+        result: RunResult[None] = await session.run(
+            user_input="Hello again"
+        )  # every later turn works too
         reply = result.expect.next_event().is_message(role="assistant").event().item
         assert reply.text_content == "Still here."
         await session.aclose()
@@ -57,7 +60,7 @@ async def test_tool_arguments_are_stored_and_shown_as_valid_text(runtime: Runtim
             say("Noted."),
         ]
     )
-    result = await session.run(user_input="I'm Ada")
+    result: RunResult[None] = await session.run(user_input="I'm Ada")
     outputs = [e.item.output for e in result.events if isinstance(e.item, llm.FunctionCallOutput)]
     assert len(outputs) == 2 and INTERNAL not in outputs
     userdata = session.userdata
@@ -77,7 +80,7 @@ async def test_a_name_no_identity_can_hold_is_a_tool_error_not_a_crash(runtime: 
     model = ScriptedLLM([say("Hi! What's your name?")])
     session = await start(runtime, model)
     model.extend([call("identify_user", name="Ada\x01Lovelace"), say("Sorry?")])
-    result = await session.run(user_input="I'm Ada")
+    result: RunResult[None] = await session.run(user_input="I'm Ada")
     output = result.expect.next_event(type="function_call_output").event().item
     assert output.is_error and output.output.startswith("An identity must be plain text")
     assert session.userdata.user_id is None

@@ -95,8 +95,8 @@ async def test_each_write_changes_only_its_zone_with_one_delta_per_step(runtime:
 
     # Stored: one delta per step, the state's step is the last delta's, zones as in memory.
     store = runtime.store
-    deltas = await store.get_deltas(userdata.session_id)  # type: ignore[arg-type]
-    state = await store.get_state(userdata.session_id)  # type: ignore[arg-type]
+    deltas = await store.get_deltas(userdata.session_id)
+    state = await store.get_state(userdata.session_id)
     assert [d.step for d in deltas] == list(range(1, state.step + 1))
     assert [d.to_json() for d in deltas] == [m["delta"] for m in sink.messages]
     assert state.data == userdata.state.data
@@ -221,7 +221,7 @@ async def test_empty_search_keeps_earlier_results_and_records_count_zero(runtime
     }
     await session.aclose()
     await asyncio.wait_for(runtime.recorder.flush(), 5)
-    stored = await runtime.store.get_state(session.userdata.session_id)  # type: ignore[arg-type]
+    stored = await runtime.store.get_state(session.userdata.session_id)
     assert len(stored.data["search"]["results"]) == 7
     assert (await runtime.store.get_deltas(stored.session_id))[-1].result.count == 0
 
@@ -235,7 +235,7 @@ async def test_follow_up_turns_stay_in_one_session(runtime: Runtime) -> None:
         assert session.userdata.session_id == first_id
     await session.aclose()
     await asyncio.wait_for(runtime.recorder.flush(), 5)
-    contents = [m.content for m in await runtime.store.get_session_conversation(first_id)]  # type: ignore[arg-type]
+    contents = [m.content for m in await runtime.store.get_session_conversation(first_id)]
     assert contents[-4:] == [
         "First follow-up",
         "Reply to First follow-up",
@@ -385,7 +385,7 @@ async def test_reconnecting_to_the_room_continues_its_session(runtime: Runtime) 
     await session.run(user_input="How might we build trust?")
     await session.aclose()
     await asyncio.wait_for(runtime.recorder.flush(), 5)
-    contents = [m.content for m in await runtime.store.get_session_conversation(first)]  # type: ignore[arg-type]
+    contents = [m.content for m in await runtime.store.get_session_conversation(first)]
     assert contents[-2:] == ["How might we build trust?", "Go on."]
 
     # Another room, or another person in this room, starts with the coach.

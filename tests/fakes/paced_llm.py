@@ -9,7 +9,7 @@ answered by a :class:`ScriptedLLM`'s render lane and never take a reply.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from livekit.agents import llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
@@ -26,7 +26,7 @@ def tool_call(name: str, arguments: str = "{}", call_id: str | None = None) -> l
     return llm.FunctionToolCall(name=name, arguments=arguments, call_id=call_id or f"call-{name}")
 
 
-class PacedLLM(llm.LLM):
+class PacedLLM(llm.LLM[Literal["metrics_collected", "error"]]):
     """Answers the n-th request with the n-th list of :data:`Step`."""
 
     def __init__(self, *replies: list[Step]) -> None:

@@ -154,7 +154,8 @@ def fingerprint(pcm: bytes, sample_rate: int) -> np.ndarray[Any, np.dtype[np.flo
     window = int(STT_SAMPLE_RATE * _WINDOW_S)
     count = len(samples) // window
     blocks = samples[: count * window].astype(np.float64).reshape(count, window)
-    return np.sqrt((blocks**2).mean(axis=1))
+    envelope: np.ndarray[Any, np.dtype[np.float64]] = np.sqrt((blocks**2).mean(axis=1))
+    return envelope
 
 
 def _best_correlation(

@@ -172,7 +172,7 @@ async def run(directory: Path) -> str:
     path = reset_database(directory).resolve()
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{path}",
-        secret_key=DEMO_SECRET,  # type: ignore[arg-type]
+        secret_key=DEMO_SECRET,
         llm_base_url="http://127.0.0.1:9/v1",
     )
     runtime = await Runtime.open(settings)

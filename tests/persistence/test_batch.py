@@ -106,11 +106,10 @@ async def test_a_message_step_keeps_its_text_once_and_it_is_still_signed(
 ) -> None:
     user = await repo.get_or_create_user("once")
     sid = (await repo.create_session(user.id)).id
-    said = llm.ChatMessage(role="user", content=["a long thought about commuting " * 20])
+    thought = "a long thought about commuting " * 20
+    said = llm.ChatMessage(role="user", content=[thought])
     call = llm.FunctionCall(call_id="c", name="f", arguments="{}")
-    await repo.write_batch(
-        [AddMessage(sid, "user", said.content[0]), AppendSteps(sid, 0, (said, call))]
-    )
+    await repo.write_batch([AddMessage(sid, "user", thought), AppendSteps(sid, 0, (said, call))])
     assert await repo.load_agent_state(sid) == [said, call]
     async with repo.engine.connect() as conn:
         rows = (

@@ -41,8 +41,9 @@ async def person(repo: Repository, identity: str) -> tuple[str, str]:
     await repo.update_data(earlier.id, data, spec("add_insight", text=INSIGHT))
     later = await repo.create_session(user.id, "Bike parking", first_phase=DONE)
     found = [{"kind": "insight", "text": INSIGHT, "session_id": earlier.id}]
-    data, _ = design.search_results(design.empty_data(), "lockers", found)
-    await repo.update_data(later.id, data, spec("search_past_work", query="lockers"))
+    searched, _ = design.search_results(design.empty_data(), "lockers", found)
+    assert searched is not None
+    await repo.update_data(later.id, searched, spec("search_past_work", query="lockers"))
     steps = [
         llm.ChatMessage(role="user", content=["What about lockers?"]),
         llm.FunctionCall(call_id="c1", name="search_past_work", arguments='{"query": "lockers"}'),

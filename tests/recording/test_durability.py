@@ -119,7 +119,7 @@ async def open_runtime(url: str) -> Runtime:
     """
     settings = Settings(
         database_url=url,
-        secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
+        secret_key=MEMORY_SECRET.decode(),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=10,
     )

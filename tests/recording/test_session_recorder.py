@@ -7,6 +7,7 @@ from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionTool
 from coach.recording import AddMessage, AppendSteps
 from coach.runtime import Runtime
 from coach.session_recorder import SessionRecorder
+from coach.store import WriteOp
 
 
 def added(item: llm.ChatMessage | llm.AgentHandoff) -> ConversationItemAddedEvent:
@@ -16,8 +17,8 @@ def added(item: llm.ChatMessage | llm.AgentHandoff) -> ConversationItemAddedEven
 async def test_items_before_the_session_exists_are_held_then_written_in_order(
     runtime: Runtime,
 ) -> None:
-    submitted: list[object] = []
-    runtime.recorder.submit = submitted.append  # type: ignore[method-assign]
+    submitted: list[WriteOp] = []
+    runtime.recorder.submit = submitted.append  # type: ignore[method-assign,assignment]
     userdata = runtime.new_userdata(identity="ivy")
     events: rtc.EventEmitter[str] = rtc.EventEmitter()  # stands in for the AgentSession
     SessionRecorder(userdata).attach(events)  # type: ignore[arg-type]

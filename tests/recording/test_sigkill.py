@@ -182,7 +182,7 @@ async def assert_resumes(
 ) -> None:
     settings = Settings(
         database_url=database_url,
-        secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
+        secret_key=MEMORY_SECRET.decode(),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=10,
     )

@@ -1,10 +1,12 @@
+from collections.abc import Sequence
+
 from livekit.agents import llm
 
 from coach.state.history import estimate_tokens, prune_chat_items
 
 
 def msg(role: str, text: str) -> llm.ChatMessage:
-    return llm.ChatMessage(role=role, content=[text])  # type: ignore[arg-type]
+    return llm.ChatMessage(role=role, content=[text])
 
 
 def call(call_id: str, args: str = "{}") -> llm.FunctionCall:
@@ -15,7 +17,7 @@ def output(call_id: str, text: str) -> llm.FunctionCallOutput:
     return llm.FunctionCallOutput(call_id=call_id, name="tool", output=text, is_error=False)
 
 
-def ids(items: list[llm.ChatItem]) -> list[str]:
+def ids(items: Sequence[llm.ChatItem]) -> list[str]:
     return [i.id for i in items]
 
 
@@ -48,7 +50,7 @@ def test_call_and_output_are_never_split() -> None:
     c1, c2 = call("1", "{}"), call("2", "{}")
     o1, o2 = output("1", "r" * 80), output("2", "r" * 80)
     after = msg("assistant", "done")
-    items = [user, c1, c2, o1, o2, after]
+    items: list[llm.ChatItem] = [user, c1, c2, o1, o2, after]
     tool_unit = sum(estimate_tokens(t) for t in ["tool({})", "tool({})", "r" * 80, "r" * 80])
     kept = prune_chat_items(items, max_tokens=tool_unit + 1, max_lines=100)
     assert ids(kept) == [c1.id, c2.id, o1.id, o2.id, after.id]

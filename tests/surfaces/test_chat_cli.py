@@ -220,7 +220,7 @@ async def test_a_quit_word_ends_the_chat_and_never_reaches_the_model(
 ) -> None:
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'quit.db'}",
-        secret_key=SECRET,  # type: ignore[arg-type]
+        secret_key=SECRET,
         llm_base_url="http://127.0.0.1:9/v1",
     )
     model = ScriptedLLM([say("Hi! What's your name?")])  # no reply for a second turn

@@ -10,6 +10,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from livekit.agents import llm
 
@@ -56,7 +57,7 @@ Person = Callable[[Keyboard, Terminal], Awaitable[None]]
 """What the person at the terminal does: types, presses keys, reads what is shown."""
 
 
-async def chat(database_url: str, model: llm.LLM, person: Person) -> tuple[int, Terminal]:
+async def chat(database_url: str, model: llm.LLM[Any], person: Person) -> tuple[int, Terminal]:
     """Ada's chat with ``model`` while ``person`` uses the terminal: the exit code, and
     what the terminal showed."""
     out, keys = Terminal(tty=False), Keyboard()
@@ -182,7 +183,7 @@ async def test_steps_hides_and_shows_tool_calls_and_handoffs(tmp_path: Path) -> 
         "They quit at bank linking",
     ]
     out = Terminal(tty=False)
-    model: llm.LLM = ScriptedLLM(load_script(DEMO))
+    model = ScriptedLLM(load_script(DEMO))
     code = await run_chat(
         settings(url),
         user="ada",

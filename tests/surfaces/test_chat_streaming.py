@@ -37,7 +37,7 @@ class Terminal(io.StringIO):
 def settings(database_url: str) -> Settings:
     return Settings(
         database_url=database_url,
-        secret_key=SECRET,  # type: ignore[arg-type]
+        secret_key=SECRET,
         llm_base_url="http://127.0.0.1:9/v1",
     )
 

@@ -45,7 +45,7 @@ async def demo(directory: Path, *args: str) -> tuple[int, str, str]:
 
 def selected_session(out: str) -> str:
     (session_id,) = re.findall(r'⚙ select_session_to_load\(\{"session_id": "([0-9a-f]{32})"\}', out)
-    return session_id
+    return str(session_id)
 
 
 def normalised(out: str, session_id: str) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import AliasChoices
 
 from coach.persistence import current_revision
 from coach.persistence.migrate import head_revision
@@ -22,7 +23,7 @@ def env_name(field: str) -> str:
     alias = Settings.model_fields[field].validation_alias
     if isinstance(alias, str):
         return alias
-    if alias is not None:  # AliasChoices: the first choice is the documented name
+    if isinstance(alias, AliasChoices):  # AliasChoices: the first choice is the documented name
         return str(alias.choices[0])
     return f"COACH_{field.upper()}"
 

@@ -4,6 +4,7 @@ conversations elsewhere; it takes them again once the database is back."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 import pytest
@@ -39,7 +40,7 @@ async def test_an_unmigrated_or_missing_database_is_full(
     blank_database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     for url in (blank_database_url, "postgresql+asyncpg://postgres@127.0.0.1:9/nothing"):
-        check = DatabaseHealth(lambda u=url: u, lambda _: CPU, interval=0, timeout=2)
+        check = DatabaseHealth(functools.partial(str, url), lambda _: CPU, interval=0, timeout=2)
         with caplog.at_level(logging.ERROR, logger="coach.worker"):
             assert await asyncio.to_thread(check.load, server) == FULL
     assert "reporting this worker full" in caplog.text

@@ -107,6 +107,7 @@ async def test_token_reads_the_keys_from_dotenv(tmp_path: Path) -> None:
     code, out, err = await coach("token", "--identity", "alice", "--room", "design", env=env)
     assert (code, err) == (0, "")  # no key-length warning for the dev keys either
     claims = api.TokenVerifier(DEV_KEY, DEV_SECRET).verify(out.strip())
+    assert claims.video is not None and claims.room_config is not None
     assert claims.identity == "alice" and claims.video.room == "design"
     assert claims.room_config.agents[0].agent_name == "coach"
 
@@ -150,7 +151,8 @@ async def test_start_registers_with_the_server_and_keys_from_dotenv(tmp_path: Pa
                 proc.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(proc.communicate(), 60)
     token = server.authorizations[0].removeprefix("Bearer ")
-    assert api.TokenVerifier(DEV_KEY, DEV_SECRET).verify(token).video.agent
+    video = api.TokenVerifier(DEV_KEY, DEV_SECRET).verify(token).video
+    assert video is not None and video.agent
     assert proc.returncode == 0, err
     assert b"Warning" not in err and b"Warning" not in out
     # The embedded SQLite file is migrated before any job: otherwise the worker would

@@ -52,7 +52,7 @@ def model_errors() -> float:
 async def chat(url: str, database_url: str, lines: str) -> tuple[int, str, str]:
     settings = Settings(
         database_url=database_url,
-        secret_key=SECRET,  # type: ignore[arg-type]
+        secret_key=SECRET,
         llm_base_url=url,
         llm_model="fake",
     )

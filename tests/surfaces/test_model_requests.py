@@ -26,7 +26,7 @@ TURNS = "I'm Ada\nOnboarding for my budgeting app\nThey quit at bank linking\n"
 def settings_for(server: FakeOpenAIServer, database_url: str, **extra: Any) -> Settings:
     return Settings(
         database_url=database_url,
-        secret_key=SECRET,  # type: ignore[arg-type]
+        secret_key=SECRET,
         llm_base_url=server.base_url,
         llm_model="fake",
         **extra,

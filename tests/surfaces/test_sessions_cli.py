@@ -14,7 +14,7 @@ from .test_chat_cli import SECRET, coach, coach_env
 
 
 async def fill(url: str) -> str:
-    runtime = await Runtime.open(Settings(database_url=url, secret_key=SECRET))  # type: ignore[arg-type]
+    runtime = await Runtime.open(Settings(database_url=url, secret_key=SECRET))
     try:
         userdata = runtime.new_userdata(identity="olga")
         model = ScriptedLLM([say("Hi!")])
@@ -90,9 +90,9 @@ async def test_a_reader_that_goes_away_ends_the_listing_quietly(tmp_path: Path) 
         )
     finally:
         os.close(write)
-    _, err = await asyncio.wait_for(proc.communicate(), timeout=120)
-    assert b"Traceback" not in err
-    assert proc.returncode == 0, err.decode()
+    _, raw_err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert b"Traceback" not in raw_err
+    assert proc.returncode == 0, raw_err.decode()
 
 
 async def test_branch_from_the_command_line_and_the_tree_in_the_listing(tmp_path: Path) -> None:

@@ -51,7 +51,9 @@ def client_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def client(client_dir: Path) -> AsyncIterator[TestClient[aiohttp.web.Request, object]]:
+async def client(
+    client_dir: Path,
+) -> AsyncIterator[TestClient[aiohttp.web.Request, aiohttp.web.Application]]:
     async with TestClient(TestServer(web_app(dev_settings(), client_dir))) as test_client:
         yield test_client
 
@@ -66,6 +68,7 @@ async def test_a_token_joins_a_new_room_with_coach_dispatched(client: TestClient
 
     claims = api.TokenVerifier(DEV_KEY, DEV_SECRET).verify(body["participant_token"])
     assert claims.identity == "ada"
+    assert claims.video is not None and claims.room_config is not None
     assert claims.video.room_join is True and claims.video.room == body["room_name"]
     assert [a.agent_name for a in claims.room_config.agents] == ["coach"]
     token = json.loads(_payload(body["participant_token"]))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from livekit.agents import APIConnectOptions
 from livekit.agents.voice.agent_session import SessionConnectOptions
+from livekit.agents.voice.run_result import RunResult
 
 from coach.agents import DesignCoach
 from coach.models import build_llm
@@ -58,7 +59,7 @@ async def test_an_unrecoverable_model_error_ends_the_job_and_a_reconnect_continu
     async with FakeOpenAIServer(list(script)[:FIRST_REPLIES]) as server:
         settings = Settings(
             database_url=f"sqlite+aiosqlite:///{tmp_path / 'room.db'}",
-            secret_key=SECRET,  # type: ignore[arg-type]
+            secret_key=SECRET,
             llm_base_url=server.base_url,
             llm_model="fake",
         )
@@ -79,7 +80,7 @@ async def test_an_unrecoverable_model_error_ends_the_job_and_a_reconnect_continu
         assert isinstance(agent, DesignCoach)  # a new user: the coach
         await session.start(agent=agent)
         await session.run(user_input="I'm Ada")
-        failing_turn = session.run(user_input="Onboarding for my budgeting app")
+        failing_turn: RunResult[None] = session.run(user_input="Onboarding for my budgeting app")
         await asyncio.wait_for(job.ended.wait(), 60)
         assert failing_turn.done()  # the turn ended before the job did: nothing hangs
         await failing_turn

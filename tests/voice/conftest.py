@@ -44,7 +44,7 @@ async def sqlite_runtime(sqlite_url: str) -> AsyncIterator[Runtime]:
     opened = await Runtime.open(
         Settings(
             database_url=sqlite_url,
-            secret_key=MEMORY_SECRET.decode(),  # type: ignore[arg-type]
+            secret_key=MEMORY_SECRET.decode(),
             llm_base_url="http://127.0.0.1:9/v1",
             recorder_shutdown_timeout=5,
         )

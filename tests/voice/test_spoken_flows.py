@@ -214,7 +214,7 @@ class _Job:
     async def tell(self, text: str) -> None:
         self.ended.append(f"told: {text}")
 
-    def delete_room(self) -> Any:
+    def delete_room(self, room_name: str | None = None) -> Any:
         self.ended.append("room deleted")
 
     def shutdown(self, reason: str = "") -> None:

@@ -160,7 +160,7 @@ def _check_reachable(url: str, key: str, secret: str, room: str) -> None:
 def _check_audio(options: list[str]) -> None:
     """``console`` needs PortAudio, and in audio mode a microphone and a speaker."""
     try:
-        import sounddevice  # type: ignore[import-untyped]
+        import sounddevice
     except OSError:
         raise ConfigError(
             "console needs the PortAudio library (apt install libportaudio2), even with "
