@@ -29,14 +29,14 @@ run: $(STAMP)
 # every run and kept afterwards to look at (the demo prints how).
 DEMO_DIR ?= .demo
 demo: $(STAMP)
-	$(PY) -m tests.fakes.demo --dir '$(DEMO_DIR)'
+	$(PY) -m coach demo --dir '$(DEMO_DIR)'
 
 ## voice-demo: two spoken visits (a barge-in, then a spoken resume) through the local
 ##   voice stack: silero VAD, espeak-ng, pocketsphinx, the real OpenAI plugins
 # Needs Debian's espeak-ng. VOICE_DEMO_DIR/coach.db is emptied on every run and kept.
 VOICE_DEMO_DIR ?= .voice-demo
 voice-demo: $(STAMP)
-	$(PY) -m tests.fakes.voice_demo --dir '$(VOICE_DEMO_DIR)'
+	$(PY) -m coach.testing.voice_demo --dir '$(VOICE_DEMO_DIR)'
 
 # web/'s npm packages (Node.js and npm): the browser client, its tests, the RPC types.
 WEB_STAMP := web/node_modules/.installed-$(shell cksum web/package-lock.json | cut -d' ' -f1)

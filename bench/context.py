@@ -26,7 +26,6 @@ from typing import Any
 
 from livekit.agents import llm
 from livekit.plugins import openai
-from tests.fakes import FakeOpenAIServer, Reply, call, say
 
 from coach.agents import agent_for
 from coach.agents.request import LATER
@@ -37,6 +36,7 @@ from coach.settings import Settings
 from coach.state.brief import BriefInput, PhaseDecision, render_brief
 from coach.state.design import add_insight, empty_data
 from coach.state.history import estimate_tokens
+from coach.testing import FakeOpenAIServer, Reply, call, say
 
 COMMAND = "python -m bench.context"
 CHALLENGE = "Redesign onboarding for a budgeting app so that new users finish setting it up."

@@ -2,7 +2,7 @@
 
 A scripted conversation (coach → strategist, with ``complete_phase`` calls sprinkled
 in → evaluator → ``finish_session``) runs through a real ``AgentSession`` with the
-scripted in-process model of ``tests.fakes`` (it answers at once, so the loop does
+scripted in-process model of ``coach.testing`` (it answers at once, so the loop does
 nothing but the conversation and, when ON, recording). Runs alternate between recording
 **ON** (the normal ``Runtime``: the session recorder queues every item and the
 ``Recorder`` commits from this loop) and **OFF** (same agents and database reads; a
@@ -170,7 +170,7 @@ def build_script(turns: int, phases: int, seed: int = 7) -> list[tuple[str, list
     hand off to the evaluator, record the evaluation and finish. User turns are ~180
     characters and replies ~420, as in the other sections.
     """
-    from tests.fakes import call, say
+    from coach.testing import call, say
 
     gen = TextGenerator(seed)
     rng = random.Random(seed)
@@ -227,10 +227,10 @@ class Meters:
 async def converse(runtime: Any, meters: Meters, turns: int, *, recording: bool) -> Run:
     """One whole scripted conversation, with recording ON or OFF."""
     from livekit.agents import AgentSession
-    from tests.fakes import ScriptedLLM, say
 
     from coach.live_state import LiveState
     from coach.recording import Recorder
+    from coach.testing import ScriptedLLM, say
 
     class DiscardingRecorder(Recorder):
         """Recording OFF: accepts every write and throws it away."""

@@ -58,7 +58,7 @@ def _child(mode: str, url: str, database: str) -> None:
 
 
 async def _serve(pairs: int) -> None:
-    from tests.fakes import FakeOpenAIServer, say
+    from coach.testing import FakeOpenAIServer, say
 
     replies = [say("Hi! I'm your design coach. What's your name?")] * (2 * pairs + 2)
     async with FakeOpenAIServer(replies) as server:

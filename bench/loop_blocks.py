@@ -111,7 +111,7 @@ def _child(mode: str, url: str, database: str) -> None:
 
 
 async def _serve(pairs: int) -> None:
-    from tests.fakes import FakeOpenAIServer, call, say
+    from coach.testing import FakeOpenAIServer, call, say
 
     visit = [
         say("Hi! I'm your design coach. What's your name?"),

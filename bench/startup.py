@@ -169,7 +169,7 @@ def _setup(tree: Tree, url: str) -> None:
 
 
 async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
-    from tests.fakes import FakeOpenAIServer, say
+    from coach.testing import FakeOpenAIServer, say
 
     with tempfile.TemporaryDirectory(prefix="coach-startup-") as tmp:
         work = Path(tmp)

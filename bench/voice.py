@@ -1,6 +1,6 @@
 """The voice latency budget: end of the caller's speech -> the first frame of the answer.
 
-A caller (``tests.fakes.caller``: a real-time microphone and loudspeaker) talks to an
+A caller (``coach.testing.caller``: a real-time microphone and loudspeaker) talks to an
 ``AgentSession`` with the real silero VAD and the real OpenAI STT/TTS/LLM plugins, against
 the local speech server (espeak-ng; transcripts registered by fingerprint, so recognition
 costs the same in every mode) and the fake OpenAI LLM server. Three modes, same models:
@@ -74,8 +74,9 @@ async def _call(
 ) -> dict[str, Any]:
     from livekit.agents import Agent, AgentSession, metrics
     from livekit.plugins import openai
-    from tests.fakes import say
-    from tests.fakes.voice import VoiceCall, speech_models
+
+    from coach.testing import say
+    from coach.testing.voice import VoiceCall, speech_models
 
     stt, tts = speech_models(speech)
     model = openai.LLM(model="fake", base_url=llm_server.base_url, api_key="x")
@@ -128,13 +129,13 @@ async def _call(
 
 async def run(rounds: int, turns: int) -> dict[str, Any]:
     from livekit.agents.telemetry import loop_monitor
-    from tests.fakes import FakeOpenAIServer
-    from tests.fakes.speech_server import SpeechServer
 
     import coach
     from coach.models import load_vad
     from coach.runtime import Runtime
     from coach.settings import Settings
+    from coach.testing import FakeOpenAIServer
+    from coach.testing.speech_server import SpeechServer
 
     from .loop_blocks import _Blocks
     from .measure import LoopMeter

@@ -99,3 +99,36 @@ def test_the_package_offers_its_public_names_without_importing_them() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().count(".") == 2  # a version such as 0.1.0
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports at any depth, absolute names only."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_nothing_outside_the_tests_imports_them() -> None:
+    root = SRC.parent
+    leaning = [
+        str(path.relative_to(root))
+        for folder in (SRC, root / "bench", root / "migrations")
+        for path in folder.rglob("*.py")
+        if any(name == "tests" or name.startswith("tests.") for name in _all_imports(path))
+    ]
+    assert leaning == []
+
+
+def test_only_the_demo_command_imports_the_testing_fakes() -> None:
+    graph = _graph()
+    users = {
+        name
+        for name, targets in graph.items()
+        if not name.startswith("coach.testing")
+        and any(t == "coach.testing" or t.startswith("coach.testing.") for t in targets)
+    }
+    assert users == {"coach.__main__"}

@@ -37,9 +37,9 @@ from coach.settings import Settings
 from coach.state import Action, DeltaSpec, Zone, design
 from coach.store import check_identity, clean_text, identity_keys, is_clean
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
+from coach.testing import ScriptedLLM, ToolCall, calls, say
 from coach.userdata import UserData
 from tests.conftest import MEMORY_SECRET
-from tests.fakes import ScriptedLLM, ToolCall, calls, say
 
 T = TypeVar("T")
 

@@ -1,5 +1,5 @@
-"""``python -m coach``: the LiveKit worker commands plus chat, db, sessions, users, token
-and web."""
+"""``python -m coach``: the LiveKit worker commands plus chat, demo, db, sessions, users,
+token and web."""
 
 from __future__ import annotations
 
@@ -103,6 +103,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a host name the page may be opened as, besides localhost (repeatable)",
     )
+    sub.add_parser(
+        "demo",
+        help="two scripted visits, the second resuming the first (no model, no network)",
+        add_help=False,
+    )
     for name, text in LIVEKIT_COMMANDS.items():
         sub.add_parser(name, help=text, add_help=False)
     return parser
@@ -204,6 +209,10 @@ def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
 def _dispatch(argv: Sequence[str]) -> int:
     if argv and argv[0] in LIVEKIT_COMMANDS:
         return _run_livekit(argv)
+    if argv and argv[0] == "demo":
+        from .testing.demo import main as demo
+
+        return demo(argv[1:])
     args = _parser().parse_args(argv)
     if args.command is None:
         _parser().print_help()

@@ -6,8 +6,8 @@ from livekit.agents import AgentSession
 
 from coach.persistence import Repository
 from coach.runtime import Runtime
+from coach.testing import ScriptedLLM, call, say
 from coach.userdata import UserData
-from tests.fakes import ScriptedLLM, call, say
 
 CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
 

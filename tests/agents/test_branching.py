@@ -20,8 +20,8 @@ from coach.errors import BranchRefused, SessionNotFound
 from coach.runtime import Runtime
 from coach.store import ClosePhase
 from coach.surfaces.rpc import invoke
+from coach.testing import ScriptedLLM, call, say
 from coach.userdata import UserData
-from tests.fakes import ScriptedLLM, call, say
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 

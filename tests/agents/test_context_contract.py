@@ -19,8 +19,8 @@ from livekit.plugins import openai
 from coach.agents import CoachAgentBase
 from coach.agents.request import LATER
 from coach.runtime import Runtime
+from coach.testing import FakeOpenAIServer, Reply, ScriptedLLM, call, say
 from coach.userdata import UserData
-from tests.fakes import FakeOpenAIServer, Reply, ScriptedLLM, call, say
 
 from .helpers import start
 

@@ -7,7 +7,7 @@ from livekit.agents.voice.run_result import RunResult
 
 from coach.agents import DesignCoach, DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
-from tests.fakes import ScriptedLLM, call, say
+from coach.testing import ScriptedLLM, call, say
 
 from .helpers import CHALLENGE, start
 

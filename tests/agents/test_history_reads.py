@@ -15,7 +15,7 @@ from coach.state import design
 from coach.state.zones import Action, DeltaSpec
 from coach.store import PhaseDone
 from coach.surfaces.rpc import invoke
-from tests.fakes import ScriptedLLM, call, say
+from coach.testing import ScriptedLLM, call, say
 from tests.persistence.test_ownership import statements
 
 from .helpers import start

@@ -16,7 +16,7 @@ from coach.agents.base import NOTES_UNREACHABLE
 from coach.errors import StorageError
 from coach.runtime import Runtime
 from coach.store import Store
-from tests.fakes import ScriptedLLM, call, say
+from coach.testing import ScriptedLLM, call, say
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 

@@ -20,8 +20,8 @@ from coach.runtime import Runtime
 from coach.state import person
 from coach.state.zones import DeltaSpec
 from coach.surfaces.rpc import invoke
+from coach.testing import FakeOpenAIServer, call, say
 from tests.conftest import MEMORY_SECRET
-from tests.fakes import FakeOpenAIServer, call, say
 
 from .helpers import CHALLENGE
 from .test_context_contract import Visit, instructions, offered

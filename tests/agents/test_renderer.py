@@ -17,9 +17,9 @@ from coach.state import design
 from coach.state.board import BriefRenderer, RenderInput
 from coach.state.zones import Action, Zone
 from coach.surfaces.rpc import invoke
+from coach.testing import ScriptedLLM, call, say
+from coach.testing.script import fake_render
 from coach.userdata import UserData
-from tests.fakes import ScriptedLLM, call, say
-from tests.fakes.script import fake_render
 
 from .helpers import CHALLENGE
 

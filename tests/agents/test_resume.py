@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from coach.agents import DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
-from tests.fakes import ScriptedLLM, call, say
+from coach.testing import ScriptedLLM, call, say
 
 from .conftest import RuntimeFactory
 from .helpers import CHALLENGE, new_session_with_phases, repository, start

@@ -18,8 +18,8 @@ from sqlalchemy import text
 from coach.runtime import Runtime
 from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
+from coach.testing import ScriptedLLM, call, say
 from coach.userdata import UserData
-from tests.fakes import ScriptedLLM, call, say
 
 from .helpers import repository, start
 

@@ -17,9 +17,9 @@ from livekit.agents.voice.run_result import RunResult
 from coach.agents import DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, METHODS, invoke, register_all
+from coach.testing import ScriptedLLM, say
+from coach.testing.paced_llm import PacedLLM, tool_call
 from coach.userdata import UserData
-from tests.fakes import ScriptedLLM, say
-from tests.fakes.paced_llm import PacedLLM, tool_call
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 from .test_notes_unreachable import UnreachableReads

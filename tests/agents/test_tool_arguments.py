@@ -12,8 +12,8 @@ from livekit.agents import AgentSession
 from livekit.plugins import openai
 
 from coach.runtime import Runtime
+from coach.testing import FakeOpenAIServer, call, raw_call, say
 from coach.userdata import UserData
-from tests.fakes import FakeOpenAIServer, call, raw_call, say
 
 
 @pytest.fixture

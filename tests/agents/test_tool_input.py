@@ -11,8 +11,8 @@ from livekit.agents.voice.run_result import RunResult
 from livekit.plugins import openai
 
 from coach.runtime import Runtime
-from tests.fakes import FakeOpenAIServer, ScriptedLLM, call, say
-from tests.fakes.scripted_llm import RecordedRequest
+from coach.testing import FakeOpenAIServer, ScriptedLLM, call, say
+from coach.testing.scripted_llm import RecordedRequest
 
 from .helpers import start
 

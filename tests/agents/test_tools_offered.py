@@ -4,7 +4,7 @@ offered to the model (SPEC §3a), read from the requests the real plugin sends."
 from __future__ import annotations
 
 from coach.runtime import Runtime
-from tests.fakes import FakeOpenAIServer, call, say
+from coach.testing import FakeOpenAIServer, call, say
 
 from .test_context_contract import CHALLENGE, DECISIONS, Visit, offered, strategist_visit
 

@@ -12,8 +12,8 @@ from coach.runtime import Runtime
 from coach.state.board import BriefRenderer, RenderInput
 from coach.surfaces.room import RoomStateSink, StateMessage
 from coach.surfaces.rpc import invoke
+from coach.testing import ScriptedLLM, ToolCall, call, calls, say
 from coach.userdata import UserData
-from tests.fakes import ScriptedLLM, ToolCall, call, calls, say
 
 from .helpers import CHALLENGE
 

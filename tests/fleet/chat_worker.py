@@ -1,7 +1,7 @@
 """One worker of the drill: a ``python -m coach chat --user NAME`` process and its model.
 
 Each :class:`ChatWorker` is a separate OS process with its own ``Runtime`` (repository,
-recorder), talking through the real openai plugin to a :class:`~tests.fakes.FakeOpenAIServer`
+recorder), talking through the real openai plugin to a :class:`~coach.testing.FakeOpenAIServer`
 of its own in the test's process. The test types one line per turn and extends the fake
 model's script with that turn's replies just before; the turn ends when its ``coach>``
 line is printed (every scripted turn prints exactly one). Lines are stamped with
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fakes import FakeOpenAIServer, Reply
+from coach.testing import FakeOpenAIServer, Reply
 from tests.recording.chat_process import spawn_chat
 from tests.recording.process_group import kill_group, wait_for_group
 

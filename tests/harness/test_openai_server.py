@@ -24,7 +24,7 @@ from livekit.agents.voice.agent_session import SessionConnectOptions
 from livekit.agents.voice.run_result import RunResult
 from livekit.plugins import openai
 
-from tests.fakes import FakeOpenAIServer, Reply, ToolCall, call, calls, say
+from coach.testing import FakeOpenAIServer, Reply, ToolCall, call, calls, say
 from tests.processes import GRACE, running
 
 RUN_TIMEOUT = 10.0
@@ -385,7 +385,7 @@ async def test_cli_serves_a_yaml_script(tmp_path: Path, http: aiohttp.ClientSess
     script.write_text("- say: Hi from the CLI.\n", encoding="utf-8")
     async with running(
         sys.executable,
-        *("-m", "tests.fakes.openai_server", "--port", "0", "--script", str(script)),
+        *("-m", "coach.testing.openai_server", "--port", "0", "--script", str(script)),
         cwd=REPO_ROOT,
         stdout=asyncio.subprocess.PIPE,
     ) as proc:

@@ -4,8 +4,8 @@ and whole chat visits (``parse_visit``)."""
 import aiohttp
 import pytest
 
-from tests.fakes import FakeOpenAIServer, load_script
-from tests.fakes.script import (
+from coach.testing import FakeOpenAIServer, load_script
+from coach.testing.script import (
     Reply,
     Script,
     ScriptError,

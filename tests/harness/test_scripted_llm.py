@@ -10,7 +10,7 @@ import pytest
 from livekit.agents import Agent, AgentSession, RunContext, function_tool, llm
 from livekit.agents.voice.run_result import RunResult
 
-from tests.fakes import (
+from coach.testing import (
     Reply,
     Script,
     ScriptedLLM,

@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from coach.testing import FakeOpenAIServer, Reply, Script
 from tests.conftest import MEMORY_SECRET
-from tests.fakes import FakeOpenAIServer, Reply, Script
 
 
 def workplace(home: Path) -> Path:

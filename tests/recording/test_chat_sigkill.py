@@ -58,8 +58,8 @@ from livekit.agents import llm
 from coach.errors import NothingToResume, SessionCompleted, SessionFailed
 from coach.persistence import Repository, open_repository
 from coach.prompts import load_prompts
+from coach.testing import FakeOpenAIServer, Reply, parse_script
 from tests.conftest import MEMORY_SECRET
-from tests.fakes import FakeOpenAIServer, Reply, parse_script
 
 from .chat_process import spawn_chat
 from .process_group import kill_group, wait_for_group

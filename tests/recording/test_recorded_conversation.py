@@ -5,7 +5,7 @@ import asyncio
 from livekit.agents import llm
 
 from coach.runtime import Runtime
-from tests.fakes import ScriptedLLM, say
+from coach.testing import ScriptedLLM, say
 
 from .visit import CHALLENGE, GREETING, TURNS, Watcher, run_turn
 

@@ -38,8 +38,8 @@ from sqlalchemy import text
 from coach.persistence import Repository, open_repository
 from coach.runtime import Runtime
 from coach.settings import Settings
+from coach.testing import call, say
 from tests.conftest import MEMORY_SECRET
-from tests.fakes import call, say
 
 from .visit import TURNS, start_visit
 

@@ -14,8 +14,8 @@ from livekit.agents import AgentSession, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 
 from coach.runtime import Runtime
+from coach.testing import Reply, ScriptedLLM, call, say
 from coach.userdata import UserData
-from tests.fakes import Reply, ScriptedLLM, call, say
 
 CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
 GREETING = "Hi! Who are you?"

@@ -14,11 +14,11 @@ import pytest
 from coach.persistence import open_repository
 from coach.settings import Settings
 from coach.surfaces.chat import run_chat
-from tests.fakes import FakeOpenAIServer, ScriptedLLM, load_script, say
+from coach.testing import DEMO_SCRIPT, FakeOpenAIServer, ScriptedLLM, load_script, say
 from tests.processes import GRACE, running
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "tests" / "fixtures" / "demo_script.yaml"
+DEMO = DEMO_SCRIPT
 SECRET = "chat-test-secret-0123456789"
 
 

@@ -21,9 +21,9 @@ from sqlalchemy.engine import make_url
 from coach.persistence import Repository, open_repository
 from coach.settings import Settings
 from coach.surfaces.chat import EXIT_MODEL_FAILED, EXIT_OK, EXIT_WRITES_LOST, run_chat
-from tests.fakes import FakeOpenAIServer, RecordedRequest, ScriptedLLM, call, say
-from tests.fakes.script import is_render_request
-from tests.fakes.scripted_llm import ScriptedLLMStream
+from coach.testing import FakeOpenAIServer, RecordedRequest, ScriptedLLM, call, say
+from coach.testing.script import is_render_request
+from coach.testing.scripted_llm import ScriptedLLMStream
 from tests.processes import running
 from tests.recording.tcp_proxy import TcpProxy
 

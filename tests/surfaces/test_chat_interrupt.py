@@ -16,8 +16,8 @@ from livekit.agents import llm
 
 from coach.persistence import open_repository
 from coach.surfaces.chat import EXIT_OK, run_chat
-from tests.fakes import ScriptedLLM, load_script
-from tests.fakes.paced_llm import PacedLLM, tool_call
+from coach.testing import ScriptedLLM, load_script
+from coach.testing.paced_llm import PacedLLM, tool_call
 
 from .test_chat_cli import DEMO, SECRET
 from .test_chat_streaming import Terminal, settings

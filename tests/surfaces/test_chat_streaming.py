@@ -8,7 +8,7 @@ import io
 
 from coach.settings import Settings
 from coach.surfaces.chat import DIM, EXIT_OK, RESET, WAITING, run_chat
-from tests.fakes.paced_llm import PacedLLM
+from coach.testing.paced_llm import PacedLLM
 
 from .test_chat_cli import SECRET
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from coach.persistence import open_repository
-from tests.fakes.demo import DEMO_SECRET, MARKER, DemoError, reset_database
+from coach.testing import DEMO_VISITS
+from coach.testing.demo import DEMO_SECRET, MARKER, DemoError, reset_database
 
 ROOT = Path(__file__).resolve().parents[2]
-VISITS = ROOT / "tests" / "fixtures" / "demo_visits.yaml"
+VISITS = DEMO_VISITS
 RUN_TIMEOUT = 240
 """Seconds one whole demo run may take (two chats and a listing) on a loaded machine."""
 
@@ -24,7 +25,8 @@ async def demo(directory: Path, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.fakes.demo",
+        "coach",
+        "demo",
         "--dir",
         str(directory),
         *args,
@@ -163,7 +165,7 @@ def test_the_demo_never_empties_a_database_it_did_not_create(tmp_path: Path) -> 
     assert sorted(p.name for p in mine.iterdir()) == sorted([MARKER, ".gitignore"])
 
 
-def test_make_demo_runs_the_demo_module_in_its_directory(tmp_path: Path) -> None:
+def test_make_demo_runs_the_demo_command_in_its_directory(tmp_path: Path) -> None:
     made = subprocess.run(
         ["make", "-n", "demo", f"DEMO_DIR={tmp_path}/d"],
         cwd=ROOT,
@@ -172,4 +174,4 @@ def test_make_demo_runs_the_demo_module_in_its_directory(tmp_path: Path) -> None
         timeout=30,
         check=True,
     )
-    assert f"-m tests.fakes.demo --dir '{tmp_path}/d'" in made.stdout
+    assert f"-m coach demo --dir '{tmp_path}/d'" in made.stdout

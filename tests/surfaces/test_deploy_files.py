@@ -11,7 +11,7 @@ from pydantic import AliasChoices
 from coach.persistence import current_revision
 from coach.persistence.migrate import head_revision
 from coach.settings import Settings, load_settings
-from tests.fakes import FakeOpenAIServer, say
+from coach.testing import FakeOpenAIServer, say
 
 from .test_chat_cli import coach, coach_env
 

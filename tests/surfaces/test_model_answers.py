@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from coach.models import build_llm
 from coach.settings import Settings
 from coach.surfaces.chat import EXIT_MODEL_FAILED, run_chat
-from tests.fakes import FakeOpenAIServer, say
+from coach.testing import FakeOpenAIServer, say
 
 from .test_chat_cli import SECRET
 

@@ -14,12 +14,11 @@ from livekit.agents import llm
 from coach.models import build_llm
 from coach.settings import Settings
 from coach.surfaces.chat import EXIT_OK, run_chat
-from tests.fakes import FakeOpenAIServer, load_script
+from coach.testing import DEMO_SCRIPT, FakeOpenAIServer, load_script
 
 from .test_chat_cli import SECRET
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "tests" / "fixtures" / "demo_script.yaml"
+DEMO = DEMO_SCRIPT
 TURNS = "I'm Ada\nOnboarding for my budgeting app\nThey quit at bank linking\n"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from coach.runtime import Runtime
 from coach.settings import Settings
-from tests.fakes import ScriptedLLM, call, say
+from coach.testing import ScriptedLLM, call, say
 
 from .test_chat_cli import SECRET, coach, coach_env
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeOpenAIServer, say
+from coach.testing import FakeOpenAIServer, say
 from tests.processes import running
 
 from .test_chat_cli import coach, coach_env, tmp_cwd

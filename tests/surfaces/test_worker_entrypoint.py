@@ -1,11 +1,11 @@
 """The worker's entrypoint, run as LiveKit runs it for a job, with a room faked.
 
 ``coach.surfaces.worker.entrypoint`` runs under ``livekit.agents.testing.fake_job_context``
-in a :class:`~tests.fakes.fake_room.FakeRoom` (no LiveKit server can be installed here):
+in a :class:`~coach.testing.fake_room.FakeRoom` (no LiveKit server can be installed here):
 the real JobContext, the real ``AgentSession.start(room=...)`` with LiveKit's RoomIO —
 text only, typed input on ``lk.chat`` and transcripts on ``lk.transcription``, as a
 frontend's chat box uses them — the real RPC registration and ``coach.state`` sink. The
-model is a :class:`~tests.fakes.ScriptedLLM` put where ``prewarm`` puts the clients
+model is a :class:`~coach.testing.ScriptedLLM` put where ``prewarm`` puts the clients
 (``proc.userdata["models"]``); the real STT and TTS clients are there too, pointing
 nowhere: a text-only room must never call them.
 
@@ -35,9 +35,9 @@ from coach.settings import load_settings
 from coach.surfaces import worker
 from coach.surfaces.room import STATE_TOPIC, STEPS_TOPIC, StateMessage, StepMessage, ToolStep
 from coach.surfaces.rpc import METHODS
+from coach.testing import ScriptedLLM, call, say
+from coach.testing.fake_room import FakeRoom, SentStream
 from tests.conftest import MEMORY_SECRET
-from tests.fakes import ScriptedLLM, call, say
-from tests.fakes.fake_room import FakeRoom, SentStream
 
 CONTRACT: TypeAdapter[Any] = TypeAdapter(StateMessage)
 STEPS_CONTRACT: TypeAdapter[Any] = TypeAdapter(StepMessage)

@@ -18,9 +18,8 @@ from coach.models import build_llm
 from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.surfaces.worker import OUTAGE_SENTENCES, end_job_on_outage, user_identity
-from tests.fakes import FakeOpenAIServer, load_script
+from coach.testing import DEMO_SCRIPT, FakeOpenAIServer, load_script
 
-ROOT = Path(__file__).resolve().parents[2]
 SECRET = "worker-errors-secret-0123456789"
 ROOM = "design"
 # The demo's first replies: a greeting, the name, then the challenge captured (which
@@ -55,7 +54,7 @@ class FakeJob:
 async def test_an_unrecoverable_model_error_ends_the_job_and_a_reconnect_continues(
     tmp_path: Path,
 ) -> None:
-    script = load_script(ROOT / "tests" / "fixtures" / "demo_script.yaml")
+    script = load_script(DEMO_SCRIPT)
     async with FakeOpenAIServer(list(script)[:FIRST_REPLIES]) as server:
         settings = Settings(
             database_url=f"sqlite+aiosqlite:///{tmp_path / 'room.db'}",

@@ -13,11 +13,11 @@ from livekit.agents.vad import VAD
 from coach.models import load_vad
 from coach.runtime import Runtime
 from coach.settings import Settings
+from coach.testing import FakeOpenAIServer
+from coach.testing.speech_server import SpeechServer
+from coach.testing.voice import PHRASES
 from tests.agents.conftest import open_runtime, runtime, settings  # noqa: F401
 from tests.conftest import MEMORY_SECRET
-from tests.fakes import FakeOpenAIServer
-from tests.fakes.speech_server import SpeechServer
-from tests.fakes.voice import PHRASES
 
 
 @pytest.fixture(scope="session")

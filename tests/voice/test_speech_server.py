@@ -8,7 +8,7 @@ from livekit import rtc
 from livekit.agents import APIConnectOptions, APIStatusError
 from livekit.plugins import openai
 
-from tests.fakes.speech_server import STT_SAMPLE_RATE, SpeechServer, synthesize
+from coach.testing.speech_server import STT_SAMPLE_RATE, SpeechServer, synthesize
 
 pytestmark = pytest.mark.voice
 

@@ -22,11 +22,11 @@ from coach.agents import DesignStrategist
 from coach.agents.restore import restored_chat_ctx
 from coach.runtime import Runtime
 from coach.surfaces.worker import OUTAGE_SENTENCES, end_job_on_outage
+from coach.testing import FakeOpenAIServer, Reply, ToolCall, call, say
+from coach.testing.speech_server import SpeechServer
+from coach.testing.voice import HANG, VoiceCall, speech_models
 from coach.userdata import UserData
 from tests.agents.helpers import CHALLENGE, new_session_with_phases
-from tests.fakes import FakeOpenAIServer, Reply, ToolCall, call, say
-from tests.fakes.speech_server import SpeechServer
-from tests.fakes.voice import HANG, VoiceCall, speech_models
 
 pytestmark = pytest.mark.voice
 

@@ -9,7 +9,7 @@ by pocketsphinx). It prints what the caller said and heard, with each turn's lat
 (end of their speech -> first audio of the answer), and leaves ``DIR/coach.db``, whose
 ``sessions show`` marks the interrupted reply. Run::
 
-    python -m tests.fakes.voice_demo --dir .voice-demo
+    python -m coach.testing.voice_demo --dir .voice-demo
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ async def run(directory: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Play the two visits; exit 1 with one line when something a user can fix fails."""
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.voice_demo")
+    parser = argparse.ArgumentParser(prog="python -m coach.testing.voice_demo")
     parser.add_argument("--dir", type=Path, default=Path(".voice-demo"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)

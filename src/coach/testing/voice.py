@@ -1,6 +1,6 @@
 """A spoken conversation with an ``AgentSession``, driven turn by turn.
 
-:class:`VoiceCall` wires a session to a caller (:mod:`tests.fakes.caller`), the local
+:class:`VoiceCall` wires a session to a caller (:mod:`coach.testing.caller`), the local
 speech server and the fake OpenAI server, and logs the session's own events (user and
 agent states, transcripts, conversation items, metrics, errors, close) so a test waits on
 what happened instead of sleeping::

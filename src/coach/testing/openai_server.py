@@ -22,7 +22,7 @@ Endpoints:
 
 Run it by hand (e.g. to try ``python -m coach chat`` against it)::
 
-    python -m tests.fakes.openai_server --port 8765 --script replies.yaml
+    python -m coach.testing.openai_server --port 8765 --script replies.yaml
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ async def _serve_forever(server: FakeOpenAIServer) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Serve a YAML script until interrupted."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.fakes.openai_server",
+        prog="python -m coach.testing.openai_server",
         description="Serve scripted replies as a local OpenAI-compatible API.",
     )
     parser.add_argument("--host", default="127.0.0.1")

@@ -1,8 +1,8 @@
 """Scripted model replies shared by the offline LLM fakes.
 
 A test writes what "the model" answers, one :class:`Reply` per LLM request, and hands the
-list to :class:`~tests.fakes.scripted_llm.ScriptedLLM` (in process) or
-:class:`~tests.fakes.openai_server.FakeOpenAIServer` (over HTTP). Both consume the same
+list to :class:`~coach.testing.scripted_llm.ScriptedLLM` (in process) or
+:class:`~coach.testing.openai_server.FakeOpenAIServer` (over HTTP). Both consume the same
 :class:`Script`, so a conversation can move between the two fakes unchanged.
 
 Example:
@@ -48,6 +48,8 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "DEMO_SCRIPT",
+    "DEMO_VISITS",
     "Reply",
     "Script",
     "ScriptError",
@@ -64,6 +66,12 @@ __all__ = [
     "parse_visit",
     "say",
 ]
+
+SCRIPTS = Path(__file__).parent / "scripts"
+DEMO_SCRIPT = SCRIPTS / "demo_script.yaml"
+"""The demo's model replies, for one chat (the fake server's ``--script``)."""
+DEMO_VISITS = SCRIPTS / "demo_visits.yaml"
+"""The demo's two visits: the person's lines and the model's replies (``python -m coach demo``)."""
 
 _PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 

@@ -1,4 +1,4 @@
-"""An in-process LLM that answers from a :class:`~tests.fakes.script.Script`.
+"""An in-process LLM that answers from a :class:`~coach.testing.script.Script`.
 
 ``AgentSession(llm=ScriptedLLM([...]))`` runs agents, tools and handoffs exactly as with a
 real model: text is streamed in several ``ChatChunk`` deltas and tool calls arrive as

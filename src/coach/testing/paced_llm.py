@@ -1,7 +1,7 @@
 """A model that is still generating while a test acts: the n-th request streams the n-th
 list of steps — text pieces, tool calls, and awaitables the stream waits on in between.
 
-What :class:`~tests.fakes.ScriptedLLM` cannot do: hold a reply half-said (to interrupt
+What :class:`~coach.testing.ScriptedLLM` cannot do: hold a reply half-said (to interrupt
 it, to stop the chat in the middle of it). Render requests (the brief's model) are
 answered by a :class:`ScriptedLLM`'s render lane and never take a reply.
 """

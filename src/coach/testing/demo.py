@@ -1,8 +1,9 @@
-"""``make demo``: a first visit and a resumed second visit, with no model and no network.
+"""``python -m coach demo`` (``make demo``): a first visit and a resumed second visit, with
+no model and no network.
 
-Starts the fake OpenAI server (:mod:`tests.fakes.openai_server`) in this process, then runs
+Starts the fake OpenAI server (:mod:`coach.testing.openai_server`) in this process, then runs
 ``python -m coach chat --user ada`` twice — two separate processes, as a person would —
-typing each visit's lines from ``tests/fixtures/demo_visits.yaml`` and printing the
+typing each visit's lines from ``src/coach/testing/scripts/demo_visits.yaml`` and printing the
 conversation as it happens. The second visit finds the first one's session through the
 repository, hands Ada to the strategist and restores the context. Last, it prints
 ``python -m coach sessions list`` for the demo's database.
@@ -24,7 +25,7 @@ import asyncio
 import os
 import shlex
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -32,12 +33,11 @@ from typing import Any, TextIO, TypeVar
 import yaml
 
 from .openai_server import FakeOpenAIServer
-from .script import ScriptError, Visit, parse_visit
+from .script import DEMO_VISITS, ScriptError, Visit, parse_visit
 
 __all__ = ["DEMO_SECRET", "DemoError", "DemoScript", "load_demo", "run_demo"]
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SCRIPT = ROOT / "tests" / "fixtures" / "demo_visits.yaml"
+DEFAULT_SCRIPT = DEMO_VISITS
 DEFAULT_DIR = Path(".demo")
 DATABASE = "coach.db"
 MARKER = ".coach-demo"
@@ -60,7 +60,7 @@ class DemoScript:
 
 
 def load_demo(path: Path) -> DemoScript:
-    """Read ``{user, visits: [visit, ...]}`` (see :func:`~tests.fakes.script.parse_visit`)."""
+    """Read ``{user, visits: [visit, ...]}`` (see :func:`~coach.testing.script.parse_visit`)."""
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(document, dict) or set(document) != {"user", "visits"}:
         raise ScriptError(f"{path}: expected a mapping of user and visits")
@@ -284,10 +284,10 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; the exit code is 0 when every visit went as scripted."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.fakes.demo",
+        prog="python -m coach demo",
         description="A first and a resumed second coach chat against a scripted fake model.",
     )
     parser.add_argument(

@@ -22,7 +22,7 @@ Endpoints:
 :attr:`SpeechServer.outage` makes an endpoint answer HTTP 503 (a speech service down
 mid-call). Run it by hand for a fully local voice setup::
 
-    python -m tests.fakes.speech_server --port 8766 --phrase "let's continue my sign up redesign"
+    python -m coach.testing.speech_server --port 8766 --phrase "let's continue my sign up redesign"
 """
 
 from __future__ import annotations
@@ -358,7 +358,7 @@ async def _serve_forever(server: SpeechServer) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Serve speech synthesis and recognition until interrupted."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.fakes.speech_server",
+        prog="python -m coach.testing.speech_server",
         description="A local OpenAI-compatible speech server (espeak-ng, pocketsphinx).",
     )
     parser.add_argument("--host", default="127.0.0.1")
