@@ -8,6 +8,8 @@
 * ``repo``: an open :class:`~coach.persistence.Repository` on ``database_url``.
 * ``open_repo``: a factory for more repositories on a URL (closed after the test).
 * ``memory_secret``: the HMAC key the repositories above use.
+* ``settings``: coach's settings on ``database_url``; ``open_runtime``: a factory of
+  runtimes on that database (a restart = a second one); ``runtime``: one open runtime.
 
 PostgreSQL is the server at 127.0.0.1:5432 (override with ``COACH_TEST_POSTGRES_URL``,
 an admin URL to its ``postgres`` database). When it cannot be reached the fixtures
@@ -29,11 +31,13 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from coach.persistence import Repository, open_repository, upgrade
+from coach.runtime import Runtime
+from coach.settings import Settings
+from tests.support import MEMORY_SECRET, RuntimeFactory
 
 PG_ADMIN_URL = os.environ.get(
     "COACH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
-MEMORY_SECRET = b"coach-test-secret-0123456789abcdef"
 
 
 def _pg_url(database: str) -> str:
@@ -157,3 +161,34 @@ async def open_repo() -> AsyncIterator[Callable[..., Awaitable[Repository]]]:
     yield _open
     for repository in opened:
         await repository.aclose()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Settings on a migrated database (SQLite file and PostgreSQL)."""
+    return Settings(
+        database_url=database_url,
+        secret_key=MEMORY_SECRET.decode(),
+        llm_base_url="http://127.0.0.1:9/v1",
+        recorder_shutdown_timeout=5,
+    )
+
+
+@pytest.fixture
+async def open_runtime(settings: Settings) -> AsyncIterator[RuntimeFactory]:
+    """Open runtimes on the same database (a restart = a second one); all closed after."""
+    opened: list[Runtime] = []
+
+    async def factory() -> Runtime:
+        runtime = await Runtime.open(settings)
+        opened.append(runtime)
+        return runtime
+
+    yield factory
+    for runtime in opened:
+        await runtime.aclose()
+
+
+@pytest.fixture
+async def runtime(open_runtime: RuntimeFactory) -> Runtime:
+    return await open_runtime()

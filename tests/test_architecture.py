@@ -132,3 +132,19 @@ def test_only_the_demo_command_imports_the_testing_fakes() -> None:
         and any(t == "coach.testing" or t.startswith("coach.testing.") for t in targets)
     }
     assert users == {"coach.__main__"}
+
+
+def test_no_test_imports_a_conftest() -> None:
+    tests = SRC.parent / "tests"
+
+    def imports_a_conftest(path: Path) -> bool:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("conftest"):
+                return True
+            if isinstance(node, ast.Import) and any(
+                alias.name.endswith("conftest") for alias in node.names
+            ):
+                return True
+        return False
+
+    assert [str(p.relative_to(tests)) for p in tests.rglob("*.py") if imports_a_conftest(p)] == []

@@ -39,7 +39,7 @@ from coach.store import check_identity, clean_text, identity_keys, is_clean
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.testing import ScriptedLLM, ToolCall, calls, say
 from coach.userdata import UserData
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 T = TypeVar("T")
 

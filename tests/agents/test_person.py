@@ -21,7 +21,7 @@ from coach.state import person
 from coach.state.zones import DeltaSpec
 from coach.surfaces.rpc import invoke
 from coach.testing import FakeOpenAIServer, call, say
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 from .helpers import CHALLENGE
 from .test_context_contract import Visit, instructions, offered

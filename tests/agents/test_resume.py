@@ -11,8 +11,8 @@ from sqlalchemy import text
 from coach.agents import DesignEvaluator, DesignStrategist
 from coach.runtime import Runtime
 from coach.testing import ScriptedLLM, call, say
+from tests.support import RuntimeFactory
 
-from .conftest import RuntimeFactory
 from .helpers import CHALLENGE, new_session_with_phases, repository, start
 
 

@@ -53,9 +53,9 @@ from sqlalchemy import text
 from coach.persistence import Repository, current_revision, open_repository
 from coach.settings import Settings
 from coach.testing import Reply, call, say
-from tests.conftest import MEMORY_SECRET
 from tests.recording.chat_process import chat_env, workplace
 from tests.recording.test_sigkill import stored_seqs
+from tests.support import MEMORY_SECRET
 
 from .chat_worker import EXIT_TIMEOUT, ChatWorker, Line
 from .release import COLUMN, INDEX, REVISION, next_release

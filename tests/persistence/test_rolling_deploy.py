@@ -13,7 +13,7 @@ from coach.errors import ConfigError
 from coach.persistence import create_engine, current_revision, open_repository, upgrade
 from coach.persistence.migrate import head_revision, require_current
 from coach.surfaces.health import DatabaseHealth
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 
 async def newer_release(url: str, *statements: str, revision: str = "0099_next") -> None:

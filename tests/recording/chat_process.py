@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from coach.testing import FakeOpenAIServer, Reply, Script
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 
 def workplace(home: Path) -> Path:

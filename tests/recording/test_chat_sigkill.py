@@ -59,7 +59,7 @@ from coach.errors import NothingToResume, SessionCompleted, SessionFailed
 from coach.persistence import Repository, open_repository
 from coach.prompts import load_prompts
 from coach.testing import FakeOpenAIServer, Reply, parse_script
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 from .chat_process import spawn_chat
 from .process_group import kill_group, wait_for_group

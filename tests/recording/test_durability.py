@@ -28,7 +28,7 @@ from coach.prompts import load_prompts
 from coach.recording import Recorder, RecorderStats
 from coach.runtime import Runtime
 from coach.settings import Settings
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 from .tcp_proxy import TcpProxy
 from .visit import STRATEGIST_FROM, TURNS, Watcher, reply_of, run_turn, start_visit

@@ -21,7 +21,7 @@ from coach.errors import StorageError
 from coach.persistence import Repository, open_repository
 from coach.recording import Recorder
 from coach.store import AddMessage, AppendSteps, WriteOp
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 BIG = "x" * 10_000  # larger than a page: every message needs new pages of the file
 

@@ -39,7 +39,7 @@ from coach.persistence import Repository, open_repository
 from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.testing import call, say
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 from .visit import TURNS, start_visit
 

@@ -37,7 +37,7 @@ from coach.surfaces.room import STATE_TOPIC, STEPS_TOPIC, StateMessage, StepMess
 from coach.surfaces.rpc import METHODS
 from coach.testing import ScriptedLLM, call, say
 from coach.testing.fake_room import FakeRoom, SentStream
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 CONTRACT: TypeAdapter[Any] = TypeAdapter(StateMessage)
 STEPS_CONTRACT: TypeAdapter[Any] = TypeAdapter(StepMessage)

@@ -16,8 +16,7 @@ from coach.settings import Settings
 from coach.testing import FakeOpenAIServer
 from coach.testing.speech_server import SpeechServer
 from coach.testing.voice import PHRASES
-from tests.agents.conftest import open_runtime, runtime, settings  # noqa: F401
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 
 @pytest.fixture(scope="session")

@@ -1,3 +1,0 @@
-from tests.agents.conftest import open_runtime, runtime, settings
-
-__all__ = ["open_runtime", "runtime", "settings"]
