@@ -18,19 +18,17 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from . import metrics
 from .recording import Recorder
 from .rendering import ModelRenderer
 from .state.board import BriefRenderer, Renderer, RenderInput
 from .state.design import Change, empty_data
-from .state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
+from .state.zones import JSON, Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
 from .store import StateRecord
 
 logger = logging.getLogger("coach.state")
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,6 @@ class LiveState:
         self.turn = TurnContext(turn_id=_turn_id(), request=None, actor_id="system")
         self._last_user_item: str | None = None
         self._turn_data_deltas: list[Delta] = []
-        self.renders = 0
 
     # --- session and turn ----------------------------------------------------------------
 
@@ -196,7 +193,6 @@ class LiveState:
             deltas=tuple(d for d in self._turn_data_deltas if d.result.count),
         )
         self._turn_data_deltas = []
-        self.renders += 1
         if self.model_renderer is None:
             self._write_template(self.renderer.render(given), type(self.renderer).__name__)
             return True

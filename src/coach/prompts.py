@@ -127,7 +127,6 @@ class PromptBook:
 
     agents: Mapping[AgentKind, AgentPrompt]
     manifest: PhaseManifest
-    directory: Path
     renderer: RendererPrompt
 
     def render(self, agent: AgentKind, key: str, **variables: Any) -> str:
@@ -204,7 +203,7 @@ def load_prompts(directory: Path | None = None) -> PromptBook:
     except ValidationError as exc:
         raise _validation_error(RENDERER_FILE, exc) from None
     _check_variables(RENDERER_FILE, "instructions", renderer.instructions, set())
-    return PromptBook(agents=agents, manifest=manifest, directory=directory, renderer=renderer)
+    return PromptBook(agents=agents, manifest=manifest, renderer=renderer)
 
 
 def _read_yaml(directory: Path, file: str) -> Any:

@@ -4,10 +4,9 @@ from livekit import rtc
 from livekit.agents import llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 
-from coach.recording import AddMessage, AppendSteps
 from coach.runtime import Runtime
 from coach.session_recorder import SessionRecorder
-from coach.store import WriteOp
+from coach.store import AddMessage, AppendSteps, WriteOp
 
 
 def added(item: llm.ChatMessage | llm.AgentHandoff) -> ConversationItemAddedEvent:

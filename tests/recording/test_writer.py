@@ -10,9 +10,10 @@ from sqlalchemy import exc as sa_exc
 
 from coach.errors import StaleWrite, StorageError
 from coach.persistence.engine import is_transient as engine_is_transient
-from coach.recording import AddMessage, Recorder, UpdateSession, WriteOp, WriteZone
+from coach.recording import Recorder
 from coach.recording.writer import is_transient
 from coach.state.zones import DeltaSpec
+from coach.store import AddMessage, UpdateSession, WriteOp, WriteZone
 
 
 def storage_error(cause: Exception) -> StorageError:

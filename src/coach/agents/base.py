@@ -14,10 +14,10 @@ from pydantic import JsonValue
 
 from ..errors import StaleWrite, StorageError
 from ..prompts import AgentKind
-from ..state.design import JSON, Change
+from ..state.design import Change
 from ..state.history import prune_chat_items
 from ..state.view import navigate
-from ..state.zones import Action, Zone
+from ..state.zones import JSON, Action, Zone
 from ..store import clean_text, is_clean
 from ..userdata import UserData
 from .offer import offered_tools

@@ -9,19 +9,16 @@ instructions are renewed so the next request already says it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from livekit.agents import RunContext, ToolError, function_tool
 
 from ..errors import StaleWrite
 from ..state import person
 from ..state.design import Change
-from ..state.zones import Action
+from ..state.zones import JSON, Action
 from ..store import clean_text
 from ..userdata import UserData
 from .base import CoachAgentBase, needs_notes
-
-JSON = dict[str, Any]
 
 
 class PersonMemory(CoachAgentBase):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from livekit.agents import RunContext, ToolError, function_tool
 
 from ..state import design
-from ..state.zones import Action, Zone
+from ..state.zones import JSON, Action, Zone
 from ..store import clean_text
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
@@ -121,7 +121,7 @@ class DesignStrategist(PersonMemory, Branching, PhasedAgent):
     def _change_idea(
         self,
         userdata: UserData,
-        change: Callable[[design.JSON, str], tuple[design.JSON, design.Change]],
+        change: Callable[[JSON, str], tuple[JSON, design.Change]],
         tool: str,
         idea_id: str,
     ) -> None:

@@ -1,17 +1,7 @@
 """Recording live sessions into the store without slowing the voice turn: one queue and
-one group-committing writer task per process (:class:`Recorder`)."""
+one group-committing writer task per process (:class:`Recorder`). The operations it
+writes are the store's (:mod:`coach.store`)."""
 
-from ..store import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession, WriteOp, WriteZone
 from .writer import Losses, Recorder, RecorderStats
 
-__all__ = [
-    "AddMessage",
-    "AppendSteps",
-    "Losses",
-    "Recorder",
-    "RecorderStats",
-    "SavePhaseOutput",
-    "UpdateSession",
-    "WriteOp",
-    "WriteZone",
-]
+__all__ = ["Losses", "Recorder", "RecorderStats"]

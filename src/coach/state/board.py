@@ -9,11 +9,9 @@ the focused item and the deltas to mark what just changed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from .zones import Delta
-
-JSON = dict[str, Any]
+from .zones import JSON, Delta
 
 
 @dataclass(frozen=True)

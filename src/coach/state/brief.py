@@ -17,11 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .history import estimate_tokens
-
-JSON = dict[str, Any]
+from .zones import JSON
 
 DEFAULT_MAX_TOKENS = 1_500
 """The brief's default budget in estimated tokens (``COACH_BRIEF_MAX_TOKENS``)."""

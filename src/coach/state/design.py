@@ -19,11 +19,8 @@ from __future__ import annotations
 import copy
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
-from .zones import DeltaType
-
-JSON = dict[str, Any]
+from .zones import JSON, DeltaType
 
 MAX_ITEMS = 200
 """Insights or ideas a session may hold; more is a tool error, not unbounded growth."""

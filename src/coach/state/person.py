@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import copy
 import uuid
-from typing import Any, Final
+from typing import Final
 
 from .design import Change
-
-JSON = dict[str, Any]
+from .zones import JSON
 
 TOPICS: Final = ("role", "organisation", "designs", "preference", "other")
 """What a fact may be about: their role, their organisation, what they design, how they

@@ -31,14 +31,12 @@ from typing import Any, Final
 
 from .board import BriefRenderer, RenderInput
 from .design import search_items, work_items
-from .zones import Action, DeltaSpec, DeltaType, ResultMeta
+from .zones import JSON, Action, DeltaSpec, DeltaType, ResultMeta
 
 __all__ = ["REMOVED", "Redactor", "RemovedSession", "ZonesRedacted"]
 
 REMOVED: Final = "[removed session]"
 """What stands where an erased session was named or quoted."""
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

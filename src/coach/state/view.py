@@ -8,11 +8,10 @@ user has been, newest last, bounded.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from .design import Change, DesignError
+from .zones import JSON
 
-JSON = dict[str, Any]
 MAX_STACK = 20
 
 

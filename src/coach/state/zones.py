@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 __all__ = [
     "DELTA_TYPES",
+    "JSON",
     "SOURCES",
     "TRIGGERS",
     "WRITABLE_ZONES",
@@ -31,6 +32,9 @@ __all__ = [
     "Zone",
     "zone_of",
 ]
+
+JSON = dict[str, Any]
+"""A JSON object: a zone, a value in one, a delta's action or result."""
 
 
 class Zone(StrEnum):

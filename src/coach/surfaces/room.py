@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..prompts import AgentKind
 from ..state.zones import Delta
 
 logger = logging.getLogger("coach.room")
@@ -39,7 +40,6 @@ class _Wire(BaseModel):
     model_config = ConfigDict(frozen=True, json_schema_serialization_defaults_required=True)
 
 
-AgentKind = Literal["coach", "strategist", "evaluator"]
 ItemKind = Literal["insight", "idea"]
 
 
