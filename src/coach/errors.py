@@ -10,6 +10,7 @@ Every error coach raises on purpose derives from :class:`CoachError`::
     ├── InvalidRole            a conversation message with a role we do not store
     ├── InvalidWrite           a write with bad input (status, zone value, unpicklable step)
     ├── CorruptBlob            a stored memory step failed its signature or allow-list
+    ├── NoOpenSession          a phase was started or ended with no session open
     ├── BranchRefused          a session cannot be branched there (message is user-facing)
     └── ResumeError            a session cannot be resumed (message is user-facing)
         ├── SessionNotFound    unknown id, or not this user's (indistinguishable)
@@ -90,6 +91,18 @@ class InvalidWrite(CoachError, ValueError):
 
 class CorruptBlob(CoachError):
     """Raised when a stored memory step fails its HMAC check, allow-list or unpickling."""
+
+
+class NoOpenSession(CoachError):
+    """Raised when a phase is started or ended, or a session finished, while no session
+    is open: a tool called before ``capture_design_challenge`` or a resume."""
+
+    def __init__(self, action: str = "record a phase") -> None:
+        self.action = action
+        super().__init__(f"No session is open to {action} in.")
+
+    def __reduce__(self) -> tuple[type[NoOpenSession], tuple[str]]:
+        return (type(self), (self.action,))
 
 
 class BranchRefused(CoachError):

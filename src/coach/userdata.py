@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import metrics
-from .errors import BranchRefused, SessionNotFound, StaleWrite
+from .errors import BranchRefused, NoOpenSession, SessionNotFound, StaleWrite
 from .live_state import LiveState
 from .prompts import AgentKind, Phase, PromptBook
 from .recording import Recorder
@@ -21,7 +21,7 @@ from .state.brief import BriefInput, PhaseDecision, render_brief
 from .state.design import Change
 from .state.person import empty_person, person_lines
 from .state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger
-from .store import ResumeResult, SessionRecord, Store
+from .store import PhaseDone, ResumeResult, SessionRecord, Store
 
 FLUSH_BEFORE_LOAD = 5.0
 """Seconds a resume waits for this process's queued writes to be stored."""
@@ -107,9 +107,71 @@ class UserData:
         """Phase ids with a completed output, in manifest order."""
         return [p for p in self.prompts.manifest.ids if p in self.phase_outputs]
 
-    def mark_completed(self, phase_id: str, output: str) -> None:
-        """Record in memory that a phase is done, with its output."""
-        self.phase_outputs[phase_id] = output
+    # --- the phase lifecycle: every tool that starts or ends a phase goes through here --
+
+    def open_session(self, action: str = "record a phase") -> str:
+        """The open session's id.
+
+        Raises:
+            NoOpenSession: no session is open (``action`` says what needed one).
+        """
+        if self.session_id is None:
+            raise NoOpenSession(action)
+        return self.session_id
+
+    def start_phase(
+        self, phase: Phase, agent: AgentKind, *, system_prompt: str, user_input: str
+    ) -> None:
+        """Make ``phase`` current, run by ``agent``: a ``running`` phase output stores the
+        prompts the model is sent from now on — unless the phase is already done (a
+        resumed session whose last phase is complete must not see it run again)."""
+        session_id = self.open_session("start a phase")
+        self.current_phase_id = phase.id
+        if phase.id not in self.phase_outputs:
+            self.recorder.phase_started(
+                session_id, phase, system_prompt=system_prompt, user_input=user_input
+            )
+        self.recorder.session_changed(session_id, current_agent=agent, current_phase_id=phase.id)
+
+    def complete_phase(self, phase: Phase, output: str) -> None:
+        """End ``phase`` with ``output``: stored as completed, and in the brief from now on."""
+        self.recorder.phase_finished(self.open_session(), phase, output=output)
+        self.phase_outputs[phase.id] = output
+
+    async def capture_challenge(self, phase: Phase, challenge: str, *, system_prompt: str) -> None:
+        """Record the design challenge as ``phase``'s output. The first capture creates
+        the session, with the challenge and the completed phase in one transaction (a
+        session is never listed without a phase to resume from, whenever the process
+        dies); a later one restates the open session's challenge.
+
+        Raises:
+            NoOpenSession: the user is not identified yet (there is no one to own it).
+        """
+        if self.session_id is None:
+            if self.user_id is None:
+                raise NoOpenSession("capture a challenge")
+            done = PhaseDone(phase.id, phase.name, system_prompt, challenge, challenge)
+            session = await self.store.create_session(
+                self.user_id, challenge, room=self.room, first_phase=done
+            )
+            self.session_id = session.id
+            self.state.attach(session.id)
+        else:
+            self.recorder.session_changed(self.session_id, design_challenge=challenge)
+            self.recorder.phase_started(
+                self.session_id, phase, system_prompt=system_prompt, user_input=challenge
+            )
+            self.recorder.phase_finished(self.session_id, phase, output=challenge)
+        self.design_challenge = challenge
+        self.status = "in_progress"
+        self.current_phase_id = phase.id
+        self.phase_outputs[phase.id] = challenge
+
+    def finish(self) -> None:
+        """Mark the open session completed."""
+        session_id = self.open_session("finish the session")
+        self.status = "completed"
+        self.recorder.session_changed(session_id, status="completed")
 
     def brief(self) -> str:
         """The session brief every agent's instructions carry (SPEC §3a), from stored

@@ -10,7 +10,7 @@ from livekit.agents import RunContext, ToolError, function_tool
 
 from ..errors import InvalidWrite, ResumeError, StorageError
 from ..state import design
-from ..store import PhaseDone, SessionRecord, clean_text, session_tree
+from ..store import SessionRecord, clean_text, session_tree
 from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
@@ -221,26 +221,7 @@ class DesignCoach(PersonMemory, Branching):
             raise ToolError(f"The challenge must be 1 to {MAX_CHALLENGE} characters.")
         phase = userdata.prompts.manifest.owned_by("coach")[0]
         prompt = self.sent_instructions  # what the model had when it called this tool
-        if userdata.session_id is None:
-            # Session and challenge in one transaction: a session is never listed
-            # without a phase to resume from, whenever the process dies.
-            done = PhaseDone(phase.id, phase.name, prompt, challenge, challenge)
-            session = await userdata.store.create_session(
-                userdata.user_id, challenge, room=userdata.room, first_phase=done
-            )
-            userdata.session_id = session.id
-            userdata.state.attach(session.id)
-        else:
-            recorder = userdata.recorder
-            recorder.session_changed(userdata.session_id, design_challenge=challenge)
-            recorder.phase_started(
-                userdata.session_id, phase, system_prompt=prompt, user_input=challenge
-            )
-            recorder.phase_finished(userdata.session_id, phase, output=challenge)
-        userdata.design_challenge = challenge
-        userdata.status = "in_progress"
-        userdata.current_phase_id = phase.id
-        userdata.mark_completed(phase.id, challenge)
+        await userdata.capture_challenge(phase, challenge, system_prompt=prompt)
         self.show_in_view(userdata)
         data, change = design.set_challenge(userdata.state.data, challenge)
         self.change_data(userdata, data, change, "capture_design_challenge", challenge=challenge)

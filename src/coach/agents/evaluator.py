@@ -45,12 +45,9 @@ class DesignEvaluator(PhasedAgent):
         if not summary or len(summary) > MAX_TEXT:
             raise ToolError(f"The summary must be 1 to {MAX_TEXT} characters.")
         phase = self.current_phase(userdata)
-        assert userdata.session_id is not None
         evaluation: dict[str, object] = {**scores, "summary": summary}
-        output = json.dumps(evaluation)
+        userdata.complete_phase(phase, json.dumps(evaluation))
         userdata.evaluation = evaluation
-        userdata.recorder.phase_finished(userdata.session_id, phase, output=output)
-        userdata.mark_completed(phase.id, output)
         data, change = design.set_evaluation(userdata.state.data, evaluation)
         self.change_data(userdata, data, change, "record_evaluation", **scores, summary=summary)
         await self.refresh_instructions()
@@ -62,7 +59,5 @@ class DesignEvaluator(PhasedAgent):
         userdata = context.userdata
         if userdata.evaluation is None and userdata.next_phase() is not None:
             raise ToolError("Record the evaluation first (record_evaluation).")
-        assert userdata.session_id is not None
-        userdata.status = "completed"
-        userdata.recorder.session_changed(userdata.session_id, status="completed")
+        userdata.finish()
         return "The session is completed and saved. Thank the person and say goodbye."

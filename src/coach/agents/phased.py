@@ -46,20 +46,10 @@ class PhasedAgent(CoachAgentBase):
     async def start_phase(self, userdata: UserData, phase: Phase) -> None:
         """Make ``phase`` current: new instructions, and a ``running`` phase output that
         stores exactly what the model is sent from now on."""
-        userdata.current_phase_id = phase.id
+        userdata.current_phase_id = phase.id  # the instructions are this phase's
         instructions = await self.refresh_instructions()
-        assert userdata.session_id is not None
-        if phase.id not in userdata.completed_phases:
-            # A resumed session whose last phase is done (evaluation recorded, session
-            # not finished) must not see that phase go back to running.
-            userdata.recorder.phase_started(
-                userdata.session_id,
-                phase,
-                system_prompt=instructions,
-                user_input=self.phase_input(userdata),
-            )
-        userdata.recorder.session_changed(
-            userdata.session_id, current_agent=self.kind, current_phase_id=phase.id
+        userdata.start_phase(
+            phase, self.kind, system_prompt=instructions, user_input=self.phase_input(userdata)
         )
         self.show_in_view(userdata)
 

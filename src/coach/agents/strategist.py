@@ -49,9 +49,7 @@ class DesignStrategist(PersonMemory, Branching, PhasedAgent):
         phase = self.current_phase(userdata)
         if phase.id in userdata.completed_phases:
             raise ToolError("Every strategy phase is already done. Call transfer_to_evaluator.")
-        assert userdata.session_id is not None
-        userdata.recorder.phase_finished(userdata.session_id, phase, output=summary)
-        userdata.mark_completed(phase.id, summary)
+        userdata.complete_phase(phase, summary)
         upcoming = userdata.next_phase(self.kind)
         if upcoming is None:
             await self.refresh_instructions()
@@ -142,7 +140,8 @@ class DesignStrategist(PersonMemory, Branching, PhasedAgent):
         """
         userdata = context.userdata
         query = _clean(query, "query", MAX_TITLE)
-        assert userdata.user_id is not None
+        if userdata.user_id is None:
+            raise ToolError("Identify the user first: there is no earlier work to search.")
         results: list[dict[str, object]] = []
         # One read of every earlier session's work, not one per session.
         for session_id, past in await userdata.store.get_past_work(userdata.user_id):
