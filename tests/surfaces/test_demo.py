@@ -12,7 +12,7 @@ import pytest
 
 from coach.persistence import open_repository
 from coach.testing import DEMO_VISITS
-from coach.testing.demo import DEMO_SECRET, MARKER, DemoError, reset_database
+from coach.testing.demo import DEMO_SECRET, MARKER, DemoError, reset_database, this_python
 
 ROOT = Path(__file__).resolve().parents[2]
 VISITS = DEMO_VISITS
@@ -175,3 +175,16 @@ def test_make_demo_runs_the_demo_command_in_its_directory(tmp_path: Path) -> Non
         check=True,
     )
     assert f"-m coach demo --dir '{tmp_path}/d'" in made.stdout
+
+
+def test_the_command_to_read_the_demo_names_this_interpreter_as_typed_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    monkeypatch.setattr(sys, "executable", str(checkout / ".venv" / "bin" / "python"))
+    assert this_python() == ".venv/bin/python"  # a checkout: as the README types it
+    elsewhere = tmp_path / "my env" / "bin" / "python"  # beside the checkout, not in it
+    monkeypatch.setattr(sys, "executable", str(elsewhere))
+    assert this_python() == f"'{elsewhere}'"  # installed elsewhere: its path, quoted

@@ -35,7 +35,7 @@ import yaml
 from .openai_server import FakeOpenAIServer
 from .script import DEMO_VISITS, ScriptError, Visit, parse_visit
 
-__all__ = ["DEMO_SECRET", "DemoError", "DemoScript", "load_demo", "run_demo"]
+__all__ = ["DEMO_SECRET", "DemoError", "DemoScript", "load_demo", "run_demo", "this_python"]
 
 DEFAULT_SCRIPT = DEMO_VISITS
 DEFAULT_DIR = Path(".demo")
@@ -154,7 +154,7 @@ async def run_demo(
         "\nEvery message, phase output and memory step of both visits is in that one "
         "session. To read it:\n  "
         f"COACH_DATABASE_URL={shlex.quote('sqlite:///' + show)} COACH_SECRET_KEY={DEMO_SECRET} "
-        f".venv/bin/python -m coach sessions show {session_id or 'ID'}",
+        f"{this_python()} -m coach sessions show {session_id or 'ID'}",
         file=out,
     )
     return session_id
@@ -277,6 +277,13 @@ async def _coach(
         raise DemoError(f"python -m coach {' '.join(args)} took over {wait:g} s") from None
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+def this_python() -> str:
+    """The interpreter running the demo, as a command to type here: ``.venv/bin/python``
+    in a checkout, the full path where it lies elsewhere."""
+    relative = os.path.relpath(sys.executable)
+    return shlex.quote(sys.executable if relative.startswith("..") else relative)
 
 
 def _last_line(text: str) -> str:

@@ -31,7 +31,7 @@ from coach.settings import Settings
 from coach.surfaces.sessions import show_session
 
 from . import FakeOpenAIServer, Reply, ToolCall, call, say
-from .demo import DEMO_SECRET, DemoError, reset_database
+from .demo import DEMO_SECRET, DemoError, reset_database, this_python
 from .speech_server import SpeechServer
 from .voice import HANG, Turn, VoiceCall, speech_models
 
@@ -195,7 +195,7 @@ async def run(directory: Path) -> str:
     print(
         "\nTo read it again:\n  "
         f"COACH_DATABASE_URL={shlex.quote('sqlite:///' + str(path))} "
-        f"COACH_SECRET_KEY={DEMO_SECRET} .venv/bin/python -m coach sessions show {session_id}"
+        f"COACH_SECRET_KEY={DEMO_SECRET} {this_python()} -m coach sessions show {session_id}"
     )
     return session_id
 
