@@ -15,10 +15,12 @@ What is compared (issue 25's targets):
   conversation rows and two step rows whose (already encoded and signed) bytes are
   made before the timer, one thread hand-off, one commit: the floor for coach's layout.
   Each store writes ``--turns`` turns of one session into a fresh file per round.
-* **Resume at ``--resume-turns`` turns.** ``coach resume_session`` (the 25-pair window
-  and the newest memory steps, verified and unpickled), ``SQLiteSession.get_items(limit=50)``
-  and raw sqlite3 reading the rows ``resume_session`` reads (session, outputs, the
-  newest 50 messages, the newest 100 step rows, the state) in one hand-off, undecoded.
+* **Resume at ``--resume-turns`` turns.** coach's live resume path (``Userdata.load_session``:
+  the process's recorder flushed, then ``resume_session``: the 25-pair window and the
+  newest memory steps, verified and unpickled; the garbage collections it causes
+  count), ``SQLiteSession.get_items(limit=50)`` and raw sqlite3 reading the rows
+  ``resume_session`` reads (session, outputs, the newest 50 messages, the newest 100
+  step rows, the state) in one hand-off, undecoded.
 
 Every figure is **process CPU** (``time.process_time``: all threads — the loop and the
 database threads), per turn or per read, for one store's batch of a round; a round runs
@@ -289,7 +291,7 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
         session = await peer.new_session("s")
         await peer.bulk_load(session, texts)
         readers: dict[str, Callable[[int], Awaitable[object]]] = {
-            RESUME: lambda _n: coach.read_window(handle),
+            RESUME: lambda _n: coach.live_resume(handle),
             PEER: lambda _n: peer.read_window(session),
             RAW: lambda _n: raw.read_resume(),
         }
