@@ -31,14 +31,15 @@ import pstats
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from .backends import CoachBackend
+from .backends import CoachBackend, CoachSession
 from .measure import sqlite_dir, sqlite_url
 from .recorder_cpu import record, workload
-from .text import turns
+from .text import Turn, turns
 
 COMMAND = "python -m bench.profiles"
 EXCLUDED = frozenset(
@@ -136,77 +137,82 @@ def summarise(title: str, ops: int, unit: str, found: _AllThreads, top: int) -> 
     )
 
 
+async def _prepared(path: Path, loaded: int = 0) -> CoachSession:
+    """A migrated database with one session of ``loaded`` turns, made by a repository of
+    its own (closed again: its threads' work is not in the profile)."""
+    loader = CoachBackend(sqlite_url(path))
+    await loader.open()
+    handle = await loader.new_session("s")
+    if loaded:
+        await loader.bulk_load(handle, turns(loaded, loaded))
+    await loader.aclose()
+    return handle
+
+
+async def _profile(
+    path: Path,
+    op: Callable[[CoachBackend], Awaitable[object]],
+    warm: Callable[[CoachBackend], Awaitable[object]],
+) -> _AllThreads:
+    """Open coach on ``path`` with every new thread profiled; ``warm``, then ``op``
+    with the calling thread profiled too."""
+    found = _AllThreads()
+    threading.setprofile(found.start_here)  # before the repository's threads exist
+    coach = CoachBackend(sqlite_url(path))
+    try:
+        await coach.open()
+        await warm(coach)
+        main = cProfile.Profile(time.thread_time)
+        main.enable()
+        await op(coach)
+        main.disable()
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        await coach.aclose()
+    found.profiles.insert(0, main)
+    return found
+
+
 async def profile_writes(count: int, top: int) -> ProfileResult:
-    """``count`` one-turn ``write_batch`` calls into one session."""
-    texts = turns(3, count)
+    """``count`` one-turn ``write_batch`` calls into one session (after 3 unprofiled on
+    the loop, profiled in the database thread)."""
+    texts = turns(3, count + 3)
     with sqlite_dir() as directory:
-        found = _AllThreads()
-        threading.setprofile(found.start_here)  # before the pool's threads exist
-        coach = CoachBackend(sqlite_url(directory / "w.db"))
-        try:
-            await coach.open()
-            handle = await coach.new_session("s")
-            items = [coach.items(handle, t) for t in texts]
+        handle = await _prepared(directory / "w.db")
 
-            async def writes() -> None:
-                for item in items:
-                    await coach.write_turn(handle, item)
+        async def write(coach: CoachBackend, some: Sequence[Turn]) -> None:
+            for turn in some:
+                await coach.write_turn(handle, coach.items(handle, turn))
 
-            main = cProfile.Profile(time.thread_time)
-            main.enable()
-            await writes()
-            main.disable()
-        finally:
-            threading.setprofile(None)  # type: ignore[arg-type]
-            await coach.aclose()
-        found.profiles.insert(0, main)
+        found = await _profile(
+            directory / "w.db", lambda c: write(c, texts[3:]), lambda c: write(c, texts[:3])
+        )
     return summarise("write_batch, one turn per call", count, "turn", found, top)
 
 
 async def profile_resume(size: int, reads: int, top: int) -> ProfileResult:
     """``reads`` live resumes of a ``size``-turn session."""
     with sqlite_dir() as directory:
-        loader = CoachBackend(sqlite_url(directory / "r.db"))  # not profiled: its own threads
-        await loader.open()
-        handle = await loader.new_session("s")
-        await loader.bulk_load(handle, turns(size, size))
-        await loader.aclose()
-        found = _AllThreads()
-        threading.setprofile(found.start_here)
-        coach = CoachBackend(sqlite_url(directory / "r.db"))
-        try:
-            await coach.open()
-            for _ in range(3):
+        handle = await _prepared(directory / "r.db", size)
+
+        async def resume(coach: CoachBackend, count: int) -> None:
+            for _ in range(count):
                 await coach.live_resume(handle)
-            main = cProfile.Profile(time.thread_time)
-            main.enable()
-            for _ in range(reads):
-                await coach.live_resume(handle)
-            main.disable()
-        finally:
-            threading.setprofile(None)  # type: ignore[arg-type]
-            await coach.aclose()
-        found.profiles.insert(0, main)
+
+        found = await _profile(
+            directory / "r.db", lambda c: resume(c, reads), lambda c: resume(c, 3)
+        )
     return summarise(f"live resume at {size:,} turns", reads, "read", found, top)
 
 
 async def profile_recorder(count: int, top: int) -> ProfileResult:
     """A ``Recorder`` recording ``count`` turns of one session, then ``flush``."""
     with sqlite_dir() as directory:
-        found = _AllThreads()
-        threading.setprofile(found.start_here)
-        coach = CoachBackend(sqlite_url(directory / "rec.db"))
-        try:
-            await coach.open()
-            ops = workload([(await coach.new_session("s")).id], count, seed=5)
-            main = cProfile.Profile(time.thread_time)
-            main.enable()
-            await record(coach.repo, ops)
-            main.disable()
-        finally:
-            threading.setprofile(None)  # type: ignore[arg-type]
-            await coach.aclose()
-        found.profiles.insert(0, main)
+        handle = await _prepared(directory / "rec.db")
+        ops = workload([handle.id], count, seed=5)
+        found = await _profile(
+            directory / "rec.db", lambda c: record(c.repo, ops), lambda c: asyncio.sleep(0)
+        )
     return summarise("recorder, flat out", 2 * count, "message", found, top)
 
 
