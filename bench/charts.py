@@ -43,7 +43,7 @@ def _pyplot() -> Any:
     matplotlib.use("svg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"svg.hashsalt": "coach-bench", "font.size": 9})
+    plt.rcParams.update({"svg.hashsalt": "coach-bench", "svg.fonttype": "none", "font.size": 9})
     return plt
 
 

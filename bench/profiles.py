@@ -232,7 +232,8 @@ def report(results: Sequence[ProfileResult]) -> str:
         ]
         for hot in r.top:
             name = hot.name.replace("|", "\\|")
-            for prefix in (sys.prefix + "/lib/", "/work/"):
+            root = str(Path(__file__).resolve().parents[1]) + "/"
+            for prefix in (sys.prefix + "/lib/", sys.base_prefix + "/lib/", root):
                 name = name.replace(prefix, "")
             lines.append(f"| `{name}` | {hot.share:.1%} | {hot.calls / r.ops:.1f} |")
         out.append("\n".join(lines))
