@@ -4,6 +4,8 @@
   person: coach, openai-agents' ``SQLiteSession`` and raw ``sqlite3``, one line each.
 * ``ratios.svg`` — every paired ratio of the run against its target: the bar is the
   median over rounds, the whisker its range, the dashed line the target.
+
+``python -m bench.charts docs/bench/results.json`` draws them again from a run's numbers.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def ratios_chart(bars: Sequence[Bar], path: Path) -> None:
     ys = list(range(len(bars)))[::-1]
     for y, bar in zip(ys, bars, strict=True):
         colour = "#2ca02c" if bar.met else "#d62728"
-        ax.barh(y, bar.median, color=colour, alpha=0.75, height=0.6)
+        ax.barh(y, bar.median, left=0, color=colour, alpha=0.75, height=0.6)
         ax.errorbar(
             bar.median,
             y,
@@ -114,9 +116,33 @@ def ratios_chart(bars: Sequence[Bar], path: Path) -> None:
             fontsize=8,
         )
     ax.set_yticks(ys, [b.label for b in bars])
-    ax.set_xlabel("coach / the other store (paired, median; whisker: range)")
-    ax.set_xlim(0, max(max(b.high, b.target) for b in bars) * 1.45)
+    ax.set_xlabel("coach / the other store (paired, median; whisker: range; log scale)")
+    ax.set_xscale("log")
+    low = min(min(b.low, b.target) for b in bars) / 1.5
+    high = max(max(b.high, b.target) for b in bars) * 4
+    ax.set_xlim(low, high)
+    ticks = [t for t in (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 50, 100) if low <= t <= high]
+    ax.set_xticks(ticks, [f"{t:g}×" for t in ticks])
+    ax.minorticks_off()
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title("Issue 25's ratios: green met, red not met")
     _save(fig, path)
     plt.close(fig)
+
+
+def from_json(path: Path) -> None:
+    """Draw both charts again from a run's ``results.json`` (next to it)."""
+    import json
+
+    data = json.loads(path.read_text())
+    points = {
+        axis: [Point(**p) for p in data["scaling"][axis]] for axis in ("by_length", "by_sessions")
+    }
+    scaling_chart(Scaling(points["by_length"], points["by_sessions"]), path.parent / "scaling.svg")
+    ratios_chart([Bar(**b) for b in data["ratios"]], path.parent / "ratios.svg")
+
+
+if __name__ == "__main__":
+    import sys
+
+    from_json(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/bench/results.json"))
