@@ -68,8 +68,8 @@ def scaling_chart(scaling: Scaling, path: Path) -> None:
         xs = [p.turns if axis == "turns" else p.sessions for p in points]
         for label in LABELS:
             ys = [p.median(kind, label) * 1e3 for p in points]
-            lows = [min(getattr(p, kind)[label]) * 1e3 for p in points]
-            highs = [max(getattr(p, kind)[label]) * 1e3 for p in points]
+            lows = [min(p.runs(kind)[label]) * 1e3 for p in points]
+            highs = [max(p.runs(kind)[label]) * 1e3 for p in points]
             colour = COLOURS.get(label, "#7f7f7f")
             name = {"coach": f"coach {'live resume' if kind == 'resume' else 'write_batch'}"}
             ax.plot(xs, ys, marker="o", color=colour, label=name.get(label, label))

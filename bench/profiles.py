@@ -94,6 +94,11 @@ class _AllThreads:
         profile.enable()
 
 
+def _name(key: tuple[str, int, str]) -> str:
+    path, line, name = key
+    return name if path == "~" else f"{path}:{line}({name})"
+
+
 def _where(key: tuple[str, int, str]) -> str:
     path, _, name = key
     if "coach/" in path:
@@ -128,10 +133,7 @@ def summarise(title: str, ops: int, unit: str, found: _AllThreads, top: int) -> 
     for key, (seconds, _) in own.items():
         split[_where(key)] = split.get(_where(key), 0.0) + seconds / total
     hottest = sorted(own.items(), key=lambda kv: -kv[1][0])[:top]
-    rows = [
-        Hot(pstats.func_std_string(key), seconds, seconds / total, calls)
-        for key, (seconds, calls) in hottest
-    ]
+    rows = [Hot(_name(key), seconds, seconds / total, calls) for key, (seconds, calls) in hottest]
     return ProfileResult(
         title, ops, unit, total, rows, dict(sorted(split.items(), key=lambda kv: -kv[1]))
     )
@@ -167,7 +169,7 @@ async def _profile(
         await op(coach)
         main.disable()
     finally:
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         await coach.aclose()
     found.profiles.insert(0, main)
     return found

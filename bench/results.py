@@ -47,8 +47,11 @@ from .pgload import LoadResult, load_report, raw_ratios, section_load
 COMMAND = "python -m bench.results"
 BEGIN, END = "<!-- bench.results: begin -->", "<!-- bench.results: end -->"
 ROOT = Path(__file__).resolve().parents[1]
-NOT_AGENT = ("help", "bad-setting", "sessions-list", "sessions-show", "users-show", "db-upgrade")
-NOT_AGENT += ("token", "web-no-livekit", "chat-no-llm")
+NOT_AGENT = frozenset(
+    "help bad-setting sessions-list sessions-show users-show db-upgrade token web-no-livekit "
+    "chat-no-llm".split()
+)
+"""``bench.startup``'s commands that run no agent (``dev`` runs the worker's preflight)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,9 @@ def startup_cpu(text: str) -> dict[str, float]:
     return found
 
 
-def _ratio(batches: dict[str, list[storage_speed.Batch]], a: str, b: str) -> tuple[float, ...]:
+def _ratio(
+    batches: dict[str, list[storage_speed.Batch]], a: str, b: str
+) -> tuple[float, float, float]:
     return storage_speed.ratio(batches, a, b)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from .backends import AgentsSQLiteBackend, CoachBackend
 from .measure import sqlite_dir, sqlite_url
 from .storage_speed import PEER, RAW, RawCoachRows, measured, rotate
-from .text import turns
+from .text import Turn, turns
 
 COMMAND = "python -m bench.scaling"
 COACH_WRITE = "coach write_batch"
@@ -50,13 +50,17 @@ class Point:
     resume: dict[str, list[float]] = field(default_factory=dict)
     write: dict[str, list[float]] = field(default_factory=dict)
 
+    def runs(self, kind: str) -> dict[str, list[float]]:
+        """Per store, per round: ``kind`` is ``resume`` or ``write``."""
+        return self.resume if kind == "resume" else self.write
+
     def median(self, kind: str, label: str) -> float:
-        """Median CPU seconds per op of ``label`` (``kind``: resume or write)."""
-        return statistics.median(getattr(self, kind)[label])
+        """Median CPU seconds per op of ``label``."""
+        return statistics.median(self.runs(kind)[label])
 
     def ratio(self, kind: str, label: str, other: str) -> float:
         """Median over rounds of ``label`` / ``other``."""
-        runs = getattr(self, kind)
+        runs = self.runs(kind)
         return statistics.median(a / b for a, b in zip(runs[label], runs[other], strict=True))
 
 
@@ -115,15 +119,13 @@ async def measure_point(sessions: int, length: int, rounds: int, reads: int, wri
                 texts = extra[r * writes : (r + 1) * writes]
                 for label in order:
                     if label == "coach":
-                        items = [coach.items(handle, t) for t in texts]
-                        op = _writer(lambda n, i=items: coach.write_turn(handle, i[n]))
+                        op = _writes(coach, handle, [coach.items(handle, t) for t in texts])
                     elif label == PEER:
-                        items = [peer.items(session, t) for t in texts]
-                        op = _writer(lambda n, i=items: peer.write_turn(session, i[n]))
+                        op = _writes(peer, session, [peer.items(session, t) for t in texts])
                     else:
                         rows = [raw.rows(raw_steps + 2 * n, t) for n, t in enumerate(texts)]
                         raw_steps += 2 * len(texts)
-                        op = _writer(lambda n, w=rows, t=texts: raw.write_turn(t[n], w[n]))
+                        op = _raw_writes(raw, texts, rows)
                     batch = await measured(writes, op)
                     point.write.setdefault(label, []).append(batch.cpu_per_op)
         finally:
@@ -139,10 +141,21 @@ async def measure_point(sessions: int, length: int, rounds: int, reads: int, wri
     return point
 
 
-def _writer(
-    op: Callable[[int], Awaitable[object]],
-) -> Callable[[int], Awaitable[object]]:
+def _writes(backend: Any, handle: Any, items: list[Any]) -> Callable[[int], Awaitable[object]]:
+    """Op ``n`` writes ``items[n]`` through ``backend``."""
+
+    def op(n: int) -> Awaitable[object]:
+        result: Awaitable[object] = backend.write_turn(handle, items[n])
+        return result
+
     return op
+
+
+def _raw_writes(
+    raw: RawCoachRows, texts: Sequence[Turn], rows: list[Any]
+) -> Callable[[int], Awaitable[object]]:
+    """Op ``n`` writes turn ``n``'s prepared rows."""
+    return lambda n: raw.write_turn(texts[n], rows[n])
 
 
 async def run(
