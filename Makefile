@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 LINT_PATHS := src tests migrations $(wildcard bench)
 
-.PHONY: run demo voice-demo test web screenshots lint format rpc-types bench clean
+.PHONY: run demo voice-demo test web screenshots lint format rpc-types bench bench-results clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "coach needs Python 3.11 or newer")'
@@ -94,6 +94,11 @@ $(BENCH_STAMP): $(STAMP)
 ## bench: coach's persistence next to its anchors; BENCH_ARGS=--quick for a smoke run
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.core $(BENCH_ARGS)
+
+## bench-results: every target of issue 25 from one run (~15-20 min); rewrites the
+##   generated part of docs/benchmarks.md and docs/bench/ (BENCH_ARGS=--quick ... for a smoke run)
+bench-results: $(BENCH_STAMP)
+	$(PY) -m bench.results $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) web/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -22,6 +22,7 @@ take it through public means (an engine ``connect`` event, a PRAGMA on the conne
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
 from collections.abc import Sequence
@@ -109,6 +110,7 @@ class CoachBackend:
         self.label = self.MODES[mode]
         self.repo: Any = None
         self.user_id = ""
+        self._live: Recorder | None = None
 
     async def open(self) -> None:
         """Open the repository (migrating a fresh database) and create the user."""
@@ -178,6 +180,16 @@ class CoachBackend:
         result = await self.repo.resume_session(handle.id, user_id=self.user_id)
         return len(result.context.history) + len(result.memory)
 
+    async def live_resume(self, handle: CoachSession) -> int:
+        """A resume as a live process runs it (``Userdata.load_session``): this process's
+        recorder flushed first (idle here, as at a reconnect with nothing queued), then
+        ``resume_session``."""
+        if self._live is None:
+            self._live = self.recorder()
+        async with asyncio.timeout(5):
+            await self._live.flush()
+        return await self.read_window(handle)
+
     def recorder(self, **options: Any) -> Recorder:
         """A started ``Recorder`` writing through this repository."""
         recorder = Recorder(self.repo, **options)
@@ -185,7 +197,10 @@ class CoachBackend:
         return recorder
 
     async def aclose(self) -> None:
-        """Close the repository."""
+        """Close the repository (and the live resume's recorder)."""
+        if self._live is not None:
+            await self._live.aclose()
+            self._live = None
         if self.repo is not None:
             await self.repo.aclose()
             self.repo = None

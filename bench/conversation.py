@@ -214,6 +214,8 @@ class Run:
     task: TaskMeter
     submits: SubmitMeter
     commits: int
+    session_id: str | None = None
+    """The session recorded (ON), for reading back what was stored."""
 
 
 @dataclass
@@ -270,7 +272,9 @@ async def converse(runtime: Any, meters: Meters, turns: int, *, recording: bool)
         if len(stored) < 2 * turns:
             raise RuntimeError(f"only {len(stored)} messages stored for {turns} turns")
     commits = runtime.recorder.stats().batches - before
-    return Run(recording, turns, seconds, loop_cpu, meter, task, submits, commits)
+    return Run(
+        recording, turns, seconds, loop_cpu, meter, task, submits, commits, userdata.session_id
+    )
 
 
 @dataclass

@@ -30,6 +30,8 @@ from typing import Any
 from .measure import percentile, pg_database, pg_url, table, verdict
 
 SECRET = b"x" * 32
+RAW_BATCH = 100
+"""The recorder's ``max_batch``: raw asyncpg commits as many ops per transaction."""
 
 
 class TimedStore:
@@ -83,7 +85,7 @@ async def _work(
     try:
         user = await repo.get_or_create_user(f"bench-{mode}-{index}-{time.time_ns()}")
         ids = [(await repo.create_session(user.id, "challenge")).id for _ in range(sessions)]
-        count = int(amount) if mode == "flat" else int(amount * rate)
+        count = int(amount * rate) if mode == "paced" else int(amount)
         texts = turns(100 + index, count // 2 + 26)
         messages = [m for t in texts for m in (t.user, t.assistant)]
         items = [i for t in texts for i in chat_items(t)]
@@ -92,12 +94,19 @@ async def _work(
         recorder.start()
         next_step = dict.fromkeys(ids, 0)
 
-        def submit(k: int, due: float | None) -> None:
+        def ops(k: int) -> tuple[AddMessage, AppendSteps]:
             sid = ids[(k // 2) % sessions]  # each session gets a user message, then a reply
             role = ("user", "assistant")[k % 2]
             message = AddMessage(sid, role, messages[k])
             steps = AppendSteps(sid, next_step[sid], (items[k],))
             next_step[sid] += 1
+            return message, steps
+
+        if mode == "raw":
+            return await _raw(url, [op for k in range(50 + count) for op in ops(k)], barrier)
+
+        def submit(k: int, due: float | None) -> None:
+            message, steps = ops(k)
             if due is not None:
                 now = time.monotonic()
                 store.due[id(message)] = store.due[id(steps)] = (due, now)
@@ -140,6 +149,28 @@ async def _work(
         )
     finally:
         await repo.aclose()
+
+
+async def _raw(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
+    """Raw asyncpg writing the rows of ``ops`` in the recorder's batches (encoded before
+    the barrier): the first 100 ops warm up, the rest are timed from the common start."""
+    from coach.persistence.codec import StepCodec
+
+    from .rawrows import RawAsyncpg, raw_batches
+
+    batches = raw_batches(ops, StepCodec(SECRET), RAW_BATCH)
+    raw = RawAsyncpg(url.replace("postgresql+asyncpg://", "postgresql://", 1))
+    await raw.open()
+    try:
+        await raw.write(batches[0])
+        barrier.wait()
+        start = time.monotonic()
+        for rows in batches[1:]:
+            await raw.write(rows)
+        end = time.monotonic()
+    finally:
+        await raw.aclose()
+    return WorkerResult((len(ops) - RAW_BATCH) // 2, start, end, len(batches) - 1, 0)
 
 
 def _worker(
@@ -209,6 +240,8 @@ class LoadResult:
     flat: list[list[WorkerResult]]
     paced: list[list[WorkerResult]]
     rate: float
+    raw: list[list[WorkerResult]] = field(default_factory=list)
+    """Raw asyncpg writing the same rows, flat out, each run next to a flat-out run."""
 
     @staticmethod
     def throughput(run: list[WorkerResult]) -> float:
@@ -231,13 +264,15 @@ async def section_load(
         await repo.aclose()
         loop = asyncio.get_running_loop()
         for rep in range(reps):
-            for mode in ("flat", "paced") if rep % 2 == 0 else ("paced", "flat"):
-                if mode == "flat":
+            modes = ("flat", "raw", "paced") if rep % 2 == 0 else ("paced", "raw", "flat")
+            for mode in modes:
+                if mode in ("flat", "raw"):
                     run = await loop.run_in_executor(
-                        None, run_processes, url, processes, sessions, "flat", messages, 0.0
+                        None, run_processes, url, processes, sessions, mode, messages, 0.0
                     )
-                    result.flat.append(run)
-                    log(f"  [5] rep {rep + 1} flat out: {LoadResult.throughput(run):,.0f} msg/s")
+                    (result.flat if mode == "flat" else result.raw).append(run)
+                    rate_now = LoadResult.throughput(run)
+                    log(f"  [5] rep {rep + 1} {mode} out: {rate_now:,.0f} msg/s")
                 else:
                     run = await loop.run_in_executor(
                         None,
@@ -308,6 +343,41 @@ def load_report(r: LoadResult) -> str:
         ],
     )
     return (
-        f"**Flat out** ({len(r.flat)} runs)\n\n{flat}\n\n"
+        f"**Flat out** ({len(r.flat)} runs)\n\n{flat}\n\n{raw_report(r)}\n\n"
         f"**Paced** ({len(r.paced)} runs; the recorder's commit window is 50 ms)\n\n{paced}"
+    )
+
+
+def raw_ratios(r: LoadResult) -> list[float]:
+    """coach's flat-out throughput over raw asyncpg's, run by run (same rep)."""
+    return [
+        LoadResult.throughput(a) / LoadResult.throughput(b)
+        for a, b in zip(r.flat, r.raw, strict=False)
+    ]
+
+
+def raw_report(r: LoadResult) -> str:
+    """coach against raw asyncpg writing the same rows, the same batches, same processes."""
+    if not r.raw:
+        return ""
+    ratios = raw_ratios(r)
+    mid = statistics.median(ratios)
+    rates = [LoadResult.throughput(run) for run in r.raw]
+    return table(
+        [
+            "writer (flat out, same processes and rows)",
+            "messages/s, median run",
+            "runs",
+            "coach / raw (median of reps, range)",
+            "target",
+        ],
+        [
+            [
+                f"raw asyncpg, {RAW_BATCH} ops per transaction",
+                f"{statistics.median(rates):,.0f}",
+                ", ".join(f"{x:,.0f}" for x in rates),
+                f"**{mid:.2f}×** ({min(ratios):.2f}–{max(ratios):.2f})",
+                f"{verdict(mid >= 0.6)} (≥ 0.6×)",
+            ]
+        ],
     )

@@ -9,16 +9,19 @@ Run from the repository root (the peer comes with the ``bench`` extra)::
 What is compared (issue 25's targets):
 
 * **A turn written.** ``coach write_batch`` (two ``AddMessage`` and one ``AppendSteps`` of
-  the two ``ChatMessage`` steps: one transaction), openai-agents' ``SQLiteSession``
+  the two ``ChatMessage`` steps: one transaction), ``coach seed API``
+  (``add_session_message`` twice and ``save_agent_state``: three), openai-agents' ``SQLiteSession``
   (one ``add_items`` of the user and the assistant item; stdlib ``sqlite3`` in one worker
   thread) and **raw sqlite3 writing coach's own rows** — the session's claim, two
   conversation rows and two step rows whose (already encoded and signed) bytes are
   made before the timer, one thread hand-off, one commit: the floor for coach's layout.
   Each store writes ``--turns`` turns of one session into a fresh file per round.
-* **Resume at ``--resume-turns`` turns.** ``coach resume_session`` (the 25-pair window
-  and the newest memory steps, verified and unpickled), ``SQLiteSession.get_items(limit=50)``
-  and raw sqlite3 reading the rows ``resume_session`` reads (session, outputs, the
-  newest 50 messages, the newest 100 step rows, the state) in one hand-off, undecoded.
+* **Resume at ``--resume-turns`` turns.** coach's live resume path (``Userdata.load_session``:
+  the process's recorder flushed, then ``resume_session``: the 25-pair window and the
+  newest memory steps, verified and unpickled; the garbage collections it causes
+  count), ``SQLiteSession.get_items(limit=50)`` and raw sqlite3 reading the rows
+  ``resume_session`` reads (session, outputs, the newest 50 messages, the newest 100
+  step rows, the state) in one hand-off, undecoded.
 
 Every figure is **process CPU** (``time.process_time``: all threads — the loop and the
 database threads), per turn or per read, for one store's batch of a round; a round runs
@@ -61,6 +64,7 @@ from .text import Turn, turns
 
 COMMAND = "python -m bench.storage_speed"
 COACH = "coach write_batch"
+SEED = "coach seed API"
 RESUME = "coach resume_session"
 PEER = AgentsSQLiteBackend.label
 RAW = "raw sqlite3 (coach's rows)"
@@ -219,8 +223,8 @@ class RawCoachRows:
         self.pool.shutdown()
 
 
-async def _coach_session(path: Path) -> tuple[CoachBackend, Any]:
-    coach = CoachBackend(sqlite_url(path), "batch")
+async def _coach_session(path: Path, mode: str = "batch") -> tuple[CoachBackend, Any]:
+    coach = CoachBackend(sqlite_url(path), mode)
     await coach.open()
     return coach, await coach.new_session("s")
 
@@ -231,8 +235,10 @@ async def _coach_session(path: Path) -> tuple[CoachBackend, Any]:
 async def write_round(label: str, texts: Sequence[Turn]) -> Batch:
     """``label`` writes ``texts`` as one session's turns into a fresh file."""
     with sqlite_dir() as directory:
-        if label == COACH:
-            coach, handle = await _coach_session(directory / "c.db")
+        if label in (COACH, SEED):
+            coach, handle = await _coach_session(
+                directory / "c.db", "batch" if label == COACH else "seed"
+            )
             items = [coach.items(handle, t) for t in texts]
             try:
                 return await measured(len(texts), lambda n: coach.write_turn(handle, items[n]))
@@ -261,7 +267,7 @@ async def write_round(label: str, texts: Sequence[Turn]) -> Batch:
 
 async def section_writes(rounds: int, count: int) -> dict[str, list[Batch]]:
     """``rounds`` rounds of every store writing ``count`` turns (after one warm-up)."""
-    labels = (COACH, PEER, RAW)
+    labels = (COACH, SEED, PEER, RAW)
     texts = turns(1, count)
     for label in labels:
         await write_round(label, texts[:20])
@@ -289,7 +295,7 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
         session = await peer.new_session("s")
         await peer.bulk_load(session, texts)
         readers: dict[str, Callable[[int], Awaitable[object]]] = {
-            RESUME: lambda _n: coach.read_window(handle),
+            RESUME: lambda _n: coach.live_resume(handle),
             PEER: lambda _n: peer.read_window(session),
             RAW: lambda _n: raw.read_resume(),
         }

@@ -1,0 +1,280 @@
+"""Where coach's storage time goes: cProfile of every thread over the hot paths (SQLite).
+
+Run from the repository root::
+
+    python -m bench.profiles                  # write_batch, resume at 2,000, recorder
+    python -m bench.profiles --writes 100 --resume-turns 500 --recorder-turns 200
+
+Three workloads, each in one profile of CPU time (``time.thread_time``: waiting in a
+queue or in ``epoll`` costs nothing) that covers **every thread** — the event loop and
+coach's database threads (a profiler is started in each thread as it starts, through
+``threading.setprofile``, before the repository creates its pool), merged:
+
+* ``--writes`` one-turn ``write_batch`` calls (two messages, two memory steps);
+* ``--reads`` live resumes (recorder flush, ``resume_session``) of a ``--resume-turns``
+  session;
+* a ``Recorder`` recording ``--recorder-turns`` turns flat out, then ``flush``.
+
+Each reports the functions with the largest own time (``tottime``) and its share of
+the profile's total, and the total split by where the code lives (coach, SQLAlchemy,
+the ``sqlite3`` module's C calls, asyncio, pickle/hmac, the rest). cProfile adds a
+fixed cost to every Python call, so the shares lean towards code made of many small
+Python calls (SQLAlchemy's) and away from C: read them as an order, not as timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .backends import CoachBackend, CoachSession
+from .measure import sqlite_dir, sqlite_url
+from .recorder_cpu import record, workload
+from .text import Turn, turns
+
+COMMAND = "python -m bench.profiles"
+EXCLUDED = frozenset(
+    {
+        "<built-in method gc.collect>",  # the bench's collection before a timed run
+        "<method 'get' of '_queue.SimpleQueue' objects>",  # a thread waiting for work
+        "<method 'poll' of 'select.epoll' objects>",  # the loop waiting
+        "<method 'acquire' of '_thread.lock' objects>",
+    }
+)
+"""Waits, and the bench's own collection: not work. (A thread that blocks in a queue's
+``get`` was, under the profiler, sometimes charged seconds of CPU there; the threads'
+CPU read from ``/proc`` over the same loop shows no thread spinning.)"""
+
+
+@dataclass(frozen=True)
+class Hot:
+    """One function's own time in a profile."""
+
+    name: str
+    seconds: float
+    share: float
+    calls: int
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """A workload's profile: its hottest functions and the split by where code lives."""
+
+    title: str
+    ops: int
+    unit: str
+    total: float
+    top: list[Hot]
+    split: dict[str, float]
+
+
+class _AllThreads:
+    """A ``cProfile.Profile`` per thread, each started in its thread as it starts
+    (``threading.setprofile(found.start_here)``)."""
+
+    def __init__(self) -> None:
+        self.profiles: list[cProfile.Profile] = []
+        self._lock = threading.Lock()
+
+    def start_here(self, *_: Any) -> None:
+        """``threading.setprofile`` hook: replace itself by a profiler of this thread."""
+        sys.setprofile(None)
+        profile = cProfile.Profile(time.thread_time)
+        with self._lock:
+            self.profiles.append(profile)
+        profile.enable()
+
+
+def _name(key: tuple[str, int, str]) -> str:
+    path, line, name = key
+    return name if path == "~" else f"{path}:{line}({name})"
+
+
+def _where(key: tuple[str, int, str]) -> str:
+    path, _, name = key
+    if "coach/" in path:
+        return "coach"
+    if "sqlalchemy" in path:
+        return "SQLAlchemy"
+    if "sqlite3" in name:
+        return "sqlite3 (C)"
+    if "asyncio" in path or "selectors" in path or "select.epoll" in name:
+        return "asyncio and the loop"
+    if "pickle" in path or "pickle" in name or "hmac" in path or "_hashlib" in name:
+        return "pickle, hmac"
+    if "livekit" in path or "pydantic" in path:
+        return "livekit, pydantic"
+    if "threading" in path or "concurrent" in path or "lock" in name:
+        return "threads, locks"
+    return "other (stdlib, builtins)"
+
+
+def summarise(title: str, ops: int, unit: str, found: _AllThreads, top: int) -> ProfileResult:
+    """The merged profile's hottest functions and its split."""
+    stats = pstats.Stats(found.profiles[0])
+    for profile in found.profiles[1:]:
+        try:
+            stats.add(profile)
+        except TypeError:  # a thread that never ran a profiled call
+            continue
+    table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    own = {key: (row[2], row[1]) for key, row in table.items() if key[2] not in EXCLUDED}
+    total = sum(seconds for seconds, _ in own.values()) or 1.0
+    split: dict[str, float] = {}
+    for key, (seconds, _) in own.items():
+        split[_where(key)] = split.get(_where(key), 0.0) + seconds / total
+    hottest = sorted(own.items(), key=lambda kv: -kv[1][0])[:top]
+    rows = [Hot(_name(key), seconds, seconds / total, calls) for key, (seconds, calls) in hottest]
+    return ProfileResult(
+        title, ops, unit, total, rows, dict(sorted(split.items(), key=lambda kv: -kv[1]))
+    )
+
+
+async def _prepared(path: Path, loaded: int = 0) -> CoachSession:
+    """A migrated database with one session of ``loaded`` turns, made by a repository of
+    its own (closed again: its threads' work is not in the profile)."""
+    loader = CoachBackend(sqlite_url(path))
+    await loader.open()
+    handle = await loader.new_session("s")
+    if loaded:
+        await loader.bulk_load(handle, turns(loaded, loaded))
+    await loader.aclose()
+    return handle
+
+
+async def _profile(
+    path: Path,
+    op: Callable[[CoachBackend], Awaitable[object]],
+    warm: Callable[[CoachBackend], Awaitable[object]],
+) -> _AllThreads:
+    """Open coach on ``path`` with every new thread profiled; ``warm``, then ``op``
+    with the calling thread profiled too."""
+    found = _AllThreads()
+    threading.setprofile(found.start_here)  # before the repository's threads exist
+    coach = CoachBackend(sqlite_url(path))
+    try:
+        await coach.open()
+        await warm(coach)
+        main = cProfile.Profile(time.thread_time)
+        main.enable()
+        await op(coach)
+        main.disable()
+    finally:
+        threading.setprofile(None)
+        await coach.aclose()
+    found.profiles.insert(0, main)
+    return found
+
+
+async def profile_writes(count: int, top: int) -> ProfileResult:
+    """``count`` one-turn ``write_batch`` calls into one session (after 3 unprofiled on
+    the loop, profiled in the database thread)."""
+    texts = turns(3, count + 3)
+    with sqlite_dir() as directory:
+        handle = await _prepared(directory / "w.db")
+
+        async def write(coach: CoachBackend, some: Sequence[Turn]) -> None:
+            for turn in some:
+                await coach.write_turn(handle, coach.items(handle, turn))
+
+        found = await _profile(
+            directory / "w.db", lambda c: write(c, texts[3:]), lambda c: write(c, texts[:3])
+        )
+    return summarise("write_batch, one turn per call", count, "turn", found, top)
+
+
+async def profile_resume(size: int, reads: int, top: int) -> ProfileResult:
+    """``reads`` live resumes of a ``size``-turn session."""
+    with sqlite_dir() as directory:
+        handle = await _prepared(directory / "r.db", size)
+
+        async def resume(coach: CoachBackend, count: int) -> None:
+            for _ in range(count):
+                await coach.live_resume(handle)
+
+        found = await _profile(
+            directory / "r.db", lambda c: resume(c, reads), lambda c: resume(c, 3)
+        )
+    return summarise(f"live resume at {size:,} turns", reads, "read", found, top)
+
+
+async def profile_recorder(count: int, top: int) -> ProfileResult:
+    """A ``Recorder`` recording ``count`` turns of one session, then ``flush``."""
+    with sqlite_dir() as directory:
+        handle = await _prepared(directory / "rec.db")
+        ops = workload([handle.id], count, seed=5)
+        found = await _profile(
+            directory / "rec.db", lambda c: record(c.repo, ops), lambda c: asyncio.sleep(0)
+        )
+    return summarise("recorder, flat out", 2 * count, "message", found, top)
+
+
+def report(results: Sequence[ProfileResult]) -> str:
+    """Per workload: the split, then the hottest functions."""
+    out = []
+    for r in results:
+        split = ", ".join(f"{where} {share:.0%}" for where, share in r.split.items())
+        lines = [
+            f"**{r.title}** ({r.ops:,} {r.unit}s; profiled CPU {r.total / r.ops * 1e3:.3f} ms "
+            f"per {r.unit}, inflated by the profiler)",
+            "",
+            f"By where the code lives: {split}.",
+            "",
+            "| function (own time) | share | calls per " + r.unit + " |",
+            "|---|---:|---:|",
+        ]
+        for hot in r.top:
+            name = hot.name.replace("|", "\\|")
+            root = str(Path(__file__).resolve().parents[1]) + "/"
+            for prefix in (sys.prefix + "/lib/", sys.base_prefix + "/lib/", root):
+                name = name.replace(prefix, "")
+            lines.append(f"| `{name}` | {hot.share:.1%} | {hot.calls / r.ops:.1f} |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+async def run(
+    writes: int, size: int, reads: int, recorder_turns: int, top: int
+) -> list[ProfileResult]:
+    """The three profiles."""
+    return [
+        await profile_writes(writes, top),
+        await profile_resume(size, reads, top),
+        await profile_recorder(recorder_turns, top),
+    ]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """This measurement's flags."""
+    parser.add_argument("--writes", type=int, default=500, help="write_batch calls (500)")
+    parser.add_argument("--resume-turns", type=int, default=2000, help="session length (2,000)")
+    parser.add_argument("--profile-reads", type=int, default=200, help="resumes profiled (200)")
+    parser.add_argument("--recorder-turns", type=int, default=1000, help="turns recorded")
+    parser.add_argument("--top", type=int, default=12, help="functions listed per profile")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    a = parser.parse_args(argv)
+    print(
+        f"{COMMAND} --writes {a.writes} --resume-turns {a.resume_turns} --profile-reads "
+        f"{a.profile_reads} --recorder-turns {a.recorder_turns}"
+    )
+    print(
+        report(asyncio.run(run(a.writes, a.resume_turns, a.profile_reads, a.recorder_turns, a.top)))
+    )
+
+
+if __name__ == "__main__":
+    main()

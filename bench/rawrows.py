@@ -1,0 +1,215 @@
+"""Raw writers of coach's own rows: the floor the recorder is compared with.
+
+A stream of coach write ops (``AddMessage`` and ``AppendSteps``, as the recorder queues
+them) is cut into batches of ``batch`` ops — the recorder's ``max_batch``, which is what
+it commits under sustained load — and each batch becomes the rows coach's
+``write_batch`` stores for it: the sessions' claims of their memory positions, the
+conversation rows, the memory-step rows (signed, the text of a step left out when its
+message is in the same batch, as coach does). Everything is encoded and signed
+**before** the timer: what :class:`RawSQLite` and :class:`RawAsyncpg` time is the
+database work a hand-written writer cannot avoid — one transaction per batch, through
+stdlib ``sqlite3`` in one worker thread (one hand-off per batch) or ``asyncpg`` on the
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from coach.persistence.codec import StepCodec
+from coach.persistence.memory import encode_rows, message_text
+from coach.store import AddMessage, AppendSteps
+
+__all__ = ["RawAsyncpg", "RawBatch", "RawSQLite", "raw_batches"]
+
+
+@dataclass
+class RawBatch:
+    """The rows of one batch of ops, ready to write."""
+
+    claims: list[tuple[str, int, int]] = field(default_factory=list)
+    """(session, stored count before, count after), in session order."""
+    messages: list[tuple[str, str, str]] = field(default_factory=list)
+    """(session, role, content)."""
+    steps: list[tuple[str, int, str, int, bytes, bytes]] = field(default_factory=list)
+    """(session, seq, codec, version, signature, payload)."""
+    links: list[int | None] = field(default_factory=list)
+    """Per step row: the index of its message in :attr:`messages`, or ``None``."""
+
+
+def raw_batches(ops: Sequence[object], codec: StepCodec, batch: int = 100) -> list[RawBatch]:
+    """``ops`` cut into batches of ``batch`` and turned into coach's rows."""
+    out = []
+    for first in range(0, len(ops), batch):
+        rows = RawBatch()
+        appends: dict[str, tuple[int, list[object]]] = {}
+        waiting: dict[tuple[str, str, str], deque[int]] = {}
+        for op in ops[first : first + batch]:
+            if isinstance(op, AddMessage):
+                waiting.setdefault((op.session_id, op.role, op.content), deque()).append(
+                    len(rows.messages)
+                )
+                rows.messages.append((op.session_id, op.role, op.content))
+            elif isinstance(op, AppendSteps):
+                start, steps = appends.setdefault(op.session_id, (op.start, []))
+                steps.extend(op.steps)
+            else:
+                raise TypeError(f"raw rows know messages and steps, not {type(op).__name__}")
+        for sid in sorted(appends):
+            start, steps = appends[sid]
+            rows.claims.append((sid, start, start + len(steps)))
+            shared: list[str | None] = []
+            for step in steps:
+                said = message_text(step)
+                queue = waiting.get((sid, *said)) if said is not None else None
+                link = queue.popleft() if queue else None
+                rows.links.append(link)
+                shared.append(said[1] if link is not None and said is not None else None)
+            for row in encode_rows(codec, sid, start, steps, shared=shared):
+                rows.steps.append(
+                    (
+                        sid,
+                        row["seq"],
+                        row["codec"],
+                        row["version"],
+                        row["signature"],
+                        row["payload"],
+                    )
+                )
+        out.append(rows)
+    return out
+
+
+_CLAIM = "UPDATE sessions SET memory_steps = {0} WHERE id = {1} AND memory_steps = {2}"
+_MESSAGE = (
+    "INSERT INTO session_conversations (session_id, phase_id, role, content, interrupted, "
+    "created_at) VALUES ({0}, NULL, {1}, {2}, false, {3})"
+)
+_STEP = (
+    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, message_id) "
+    "VALUES ({0}, {1}, {2}, {3}, {4}, {5}, {6})"
+)
+
+
+class RawSQLite:
+    """stdlib ``sqlite3`` in one worker thread, with coach's PRAGMAs: one hand-off and
+    one transaction per batch."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="raw-sqlite")
+        self.conn: sqlite3.Connection | None = None
+
+    async def _call(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+    async def open(self) -> None:
+        """Connect in the worker thread (WAL, ``synchronous=NORMAL``, foreign keys)."""
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            for pragma in ("busy_timeout = 15000", "foreign_keys = ON", "synchronous = NORMAL"):
+                conn.execute(f"PRAGMA {pragma}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            return conn
+
+        self.conn = await self._call(connect)
+
+    async def write(self, rows: RawBatch) -> None:
+        """The batch in one transaction."""
+        now = datetime.now(UTC).replace(tzinfo=None).isoformat(" ")
+
+        def unit() -> None:
+            conn = self.conn
+            assert conn is not None
+            conn.execute("BEGIN IMMEDIATE")
+            for sid, before, after in rows.claims:
+                claimed = conn.execute(_CLAIM.format("?", "?", "?"), (after, sid, before))
+                if claimed.rowcount != 1:
+                    conn.execute("ROLLBACK")
+                    raise RuntimeError(f"stale claim of {sid} at {before}")
+            insert = _MESSAGE.format("?", "?", "?", "?")
+            ids = [conn.execute(insert, (*m, now)).lastrowid for m in rows.messages]
+            conn.executemany(
+                _STEP.format(*"???????"),
+                [
+                    (*step, None if link is None else ids[link])
+                    for step, link in zip(rows.steps, rows.links, strict=True)
+                ],
+            )
+            conn.execute("COMMIT")
+
+        await self._call(unit)
+
+    async def aclose(self) -> None:
+        """Close the connection and the thread."""
+        if self.conn is not None:
+            await self._call(self.conn.close)
+            self.conn = None
+        self.pool.shutdown()
+
+
+class RawAsyncpg:
+    """One ``asyncpg`` connection on the event loop: per batch one transaction of the
+    claims, one multi-row ``INSERT ... RETURNING id`` of the messages, one of the steps."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: asyncpg.Connection | None = None
+
+    async def open(self) -> None:
+        """Connect (``dsn`` is a plain ``postgresql://`` URL)."""
+        self.conn = await asyncpg.connect(self.dsn)
+
+    async def write(self, rows: RawBatch) -> None:
+        """The batch in one transaction."""
+        conn = self.conn
+        assert conn is not None
+        now = datetime.now(UTC)
+        async with conn.transaction():
+            for sid, before, after in rows.claims:
+                status = await conn.execute(
+                    _CLAIM.format("$1", "$2", "$3"), after, uuid.UUID(sid), before
+                )
+                if status != "UPDATE 1":
+                    raise RuntimeError(f"stale claim of {sid} at {before}")
+            ids: list[int] = []
+            if rows.messages:
+                records = await conn.fetch(
+                    "INSERT INTO session_conversations (session_id, phase_id, role, content, "
+                    "interrupted, created_at) SELECT s, NULL, r, c, false, $4 "
+                    "FROM unnest($1::uuid[], $2::varchar[], $3::text[]) AS t(s, r, c) "
+                    "RETURNING id",
+                    [uuid.UUID(m[0]) for m in rows.messages],
+                    [m[1] for m in rows.messages],
+                    [m[2] for m in rows.messages],
+                    now,
+                )
+                ids = [r[0] for r in records]
+            if rows.steps:
+                columns = list(zip(*rows.steps, strict=True))
+                await conn.execute(
+                    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, "
+                    "payload, message_id) SELECT * FROM unnest($1::uuid[], $2::int[], "
+                    "$3::varchar[], $4::int[], $5::bytea[], $6::bytea[], $7::bigint[])",
+                    [uuid.UUID(s) for s in columns[0]],
+                    *columns[1:],
+                    [None if link is None else ids[link] for link in rows.links],
+                )
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None

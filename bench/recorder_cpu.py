@@ -1,0 +1,305 @@
+"""The recorder's CPU per message against raw writers of the same rows, the same batching.
+
+Run from the repository root::
+
+    python -m bench.recorder_cpu                          # SQLite and PostgreSQL
+    python -m bench.recorder_cpu --rounds 3 --turns 200   # a smoke run
+
+Issue 25's target: recorder CPU per message ≤ 2× raw, on SQLite and on PostgreSQL.
+
+* **coach** — a ``Recorder`` over coach's repository, as a worker runs it: every turn of
+  the workload (``message`` user, ``message`` assistant, ``steps`` of their two
+  ``ChatMessage`` memory steps) is submitted as fast as back-pressure allows, yielding to
+  the loop once per turn, then ``flush``: the figure runs from the first submit until
+  everything is durable.
+* **raw** — the same ops cut into batches of the recorder's ``max_batch`` (100, what it
+  commits under this load: the report prints the recorder's ops per commit beside it),
+  each batch the same rows coach stores (:mod:`bench.rawrows`; encoded and signed before
+  the timer), one transaction per batch: stdlib ``sqlite3`` in one worker thread, or
+  ``asyncpg`` on the loop.
+
+Workloads: one session of ``--turns`` turns, and ``--sessions`` sessions sharing the
+same number of turns round-robin (as concurrent conversations interleave). Every figure
+is **process CPU of all threads** (``time.process_time``); garbage is collected before
+each run (outside the timing) and the collections a run causes count. A round runs
+coach and raw once each, in alternating order; the ratio is the median over rounds of
+coach's CPU per message over raw's in the same round (range in brackets). PostgreSQL's
+own CPU (the server process) is not in either figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coach.persistence import open_repository
+from coach.persistence.codec import StepCodec
+from coach.recording import Recorder
+from coach.store import AddMessage, AppendSteps
+
+from .backends import SECRET, chat_items
+from .measure import pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
+from .rawrows import RawAsyncpg, RawSQLite, raw_batches
+from .text import turns
+
+COMMAND = "python -m bench.recorder_cpu"
+BATCH = 100
+"""The recorder's ``max_batch`` (its default), and so the raw writers' batch."""
+TARGET = 2.0
+
+
+@dataclass
+class RecorderCpu:
+    """One database and workload: per-round CPU and wall per message of both writers."""
+
+    db: str
+    sessions: int
+    turns: int
+    coach_cpu: list[float] = field(default_factory=list)
+    raw_cpu: list[float] = field(default_factory=list)
+    coach_wall: list[float] = field(default_factory=list)
+    raw_wall: list[float] = field(default_factory=list)
+    encode_cpu: list[float] = field(default_factory=list)
+    """CPU per message of turning the ops into raw rows (encoding, signing): not in raw."""
+    ops_per_commit: list[float] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """``1 × 1,000`` style."""
+        return f"{self.sessions} × {self.turns:,}"
+
+    @property
+    def ratios(self) -> list[float]:
+        """coach / raw CPU per message, per round."""
+        return [a / b for a, b in zip(self.coach_cpu, self.raw_cpu, strict=True)]
+
+
+def workload(sessions: Sequence[str], texts_per: int, seed: int) -> list[Any]:
+    """Every turn's three ops, the sessions round-robin (turn 1 of each, then turn 2 …)."""
+    texts = turns(seed, len(sessions) * texts_per)
+    ops: list[Any] = []
+    for t in range(texts_per):
+        for s, sid in enumerate(sessions):
+            turn = texts[s * texts_per + t]
+            ops += [
+                AddMessage(sid, "user", turn.user),
+                AddMessage(sid, "assistant", turn.assistant),
+                AppendSteps(sid, 2 * t, chat_items(turn)),
+            ]
+    return ops
+
+
+class _CountingStore:
+    """The repository, counting the ops of each batch the recorder commits."""
+
+    def __init__(self, repo: Any) -> None:
+        self._repo = repo
+        self.sizes: list[int] = []
+
+    async def write_batch(self, ops: Sequence[Any]) -> None:
+        await self._repo.write_batch(ops)
+        self.sizes.append(len(ops))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._repo, name)
+
+
+async def record(repo: Any, ops: Sequence[Any]) -> tuple[float, float, float]:
+    """Record ``ops`` through a new ``Recorder``: (CPU s, wall s, ops per commit)."""
+    store = _CountingStore(repo)
+    recorder = Recorder(store, max_batch=BATCH)
+    recorder.start()
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    for n, op in enumerate(ops):
+        recorder.submit(op)
+        if n % 3 == 2:  # the end of a turn: a conversation yields between turns
+            if recorder.saturated:
+                await recorder.wait_for_capacity()
+            await asyncio.sleep(0)
+    await recorder.flush()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    stats = recorder.stats()
+    await recorder.aclose()
+    if stats.errors or stats.dropped or stats.written != len(ops):
+        raise RuntimeError(f"the recorder lost writes: {stats}")
+    return cpu, wall, statistics.fmean(store.sizes)
+
+
+async def write_raw(raw: RawSQLite | RawAsyncpg, ops: Sequence[Any]) -> tuple[float, float, float]:
+    """Write ``ops``'s rows in batches of :data:`BATCH`: (CPU s, wall s, CPU s of encoding
+    them first, outside the other two)."""
+    gc.collect()
+    encoding = time.process_time()
+    batches = raw_batches(ops, StepCodec(SECRET), BATCH)
+    encoding = time.process_time() - encoding
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    for rows in batches:
+        await raw.write(rows)
+    return time.process_time() - cpu, time.perf_counter() - wall, encoding
+
+
+@asynccontextmanager
+async def _pg_repo() -> AsyncIterator[tuple[Any, str]]:
+    async with pg_database("reccpu") as name:
+        repo = await open_repository(pg_url(name), secret=SECRET, create_schema=True)
+        try:
+            yield repo, pg_url(name, "postgresql")
+        finally:
+            await repo.aclose()
+
+
+async def _new_sessions(repo: Any, count: int) -> list[str]:
+    user = await repo.get_or_create_user("bench")
+    return [(await repo.create_session(user.id, "challenge")).id for _ in range(count)]
+
+
+async def _sqlite_round(
+    kind: str, directory: Path, sessions: int, per: int, n: int
+) -> tuple[float, ...]:
+    path = directory / f"{kind}-{n}.db"
+    repo = await open_repository(sqlite_url(path), secret=SECRET, create_schema=True)
+    try:
+        ops = workload(await _new_sessions(repo, sessions), per, seed=n)
+        if kind == "coach":
+            return await record(repo, ops)
+    finally:
+        await repo.aclose()
+    raw = RawSQLite(path)
+    await raw.open()
+    try:
+        return await write_raw(raw, ops)
+    finally:
+        await raw.aclose()
+
+
+async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
+    """``rounds`` paired rounds of coach's recorder and raw on ``db`` (after a warm-up)."""
+    result = RecorderCpu(db, sessions, per)
+    if db == "sqlite":
+        with sqlite_dir() as directory:
+            for kind in ("coach", "raw"):
+                await _sqlite_round(kind, directory, 2, 10, -1)
+            for n in range(rounds):
+                for kind in ("coach", "raw") if n % 2 == 0 else ("raw", "coach"):
+                    _add(result, kind, await _sqlite_round(kind, directory, sessions, per, n))
+                _log(result)
+        return result
+    async with _pg_repo() as (repo, dsn):  # one database; new sessions every run
+        raw = RawAsyncpg(dsn)
+        await raw.open()
+        try:
+            for n in range(-1, rounds):
+                for kind in ("coach", "raw") if n % 2 == 0 else ("raw", "coach"):
+                    ops = workload(await _new_sessions(repo, sessions), per, seed=n)
+                    found = await (record(repo, ops) if kind == "coach" else write_raw(raw, ops))
+                    if n >= 0:
+                        _add(result, kind, found)
+                if n >= 0:
+                    _log(result)
+        finally:
+            await raw.aclose()
+    return result
+
+
+def _add(result: RecorderCpu, kind: str, found: tuple[float, ...]) -> None:
+    messages = 2 * result.sessions * result.turns
+    if kind == "coach":
+        result.coach_cpu.append(found[0] / messages)
+        result.coach_wall.append(found[1] / messages)
+        result.ops_per_commit.append(found[2])
+    else:
+        result.raw_cpu.append(found[0] / messages)
+        result.raw_wall.append(found[1] / messages)
+        result.encode_cpu.append(found[2] / messages)
+
+
+def _log(result: RecorderCpu) -> None:
+    done = min(len(result.coach_cpu), len(result.raw_cpu))
+    if done:
+        print(
+            f"  [recorder cpu] {result.db} {result.name} round {done}: coach "
+            f"{result.coach_cpu[done - 1] * 1e6:.0f} µs, raw {result.raw_cpu[done - 1] * 1e6:.0f}"
+            " µs per message",
+            flush=True,
+        )
+
+
+def report(results: Sequence[RecorderCpu]) -> str:
+    """The table and the verdicts."""
+    rows = []
+    for r in results:
+        ratios = r.ratios
+        mid = statistics.median(ratios)
+        rows.append(
+            [
+                r.db,
+                r.name,
+                f"{statistics.median(r.coach_cpu) * 1e6:.0f}",
+                f"{statistics.median(r.raw_cpu) * 1e6:.0f}",
+                f"{statistics.median(r.encode_cpu) * 1e6:.0f}",
+                f"**{mid:.2f}×** ({min(ratios):.2f}–{max(ratios):.2f})",
+                f"{statistics.median(r.coach_wall) * 1e6:.0f} / "
+                f"{statistics.median(r.raw_wall) * 1e6:.0f}",
+                f"{statistics.median(r.ops_per_commit):.0f} / {BATCH}",
+                f"{verdict(mid <= TARGET)} (≤ {TARGET:g}×)",
+            ]
+        )
+    return table(
+        [
+            "database",
+            "sessions × turns",
+            "coach recorder: CPU per message (µs)",
+            "raw, same rows: CPU per message (µs)",
+            "encoding and signing them, not in raw (µs)",
+            "coach / raw (median of rounds, range)",
+            "wall per message, coach / raw (µs)",
+            "ops per commit, coach / raw",
+            "target",
+        ],
+        rows,
+        right=2,
+    )
+
+
+async def run(dbs: Sequence[str], rounds: int, turns_long: int, sessions: int) -> list[RecorderCpu]:
+    """Both workloads on every database in ``dbs``."""
+    found = []
+    for db in dbs:
+        found.append(await measure(db, 1, turns_long, rounds))
+        found.append(await measure(db, sessions, max(1, turns_long // sessions), rounds))
+    return found
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """This measurement's flags."""
+    parser.add_argument("--rounds", type=int, default=9, help="paired rounds (9)")
+    parser.add_argument("--turns", type=int, default=1000, help="turns per workload (1,000)")
+    parser.add_argument("--sessions", type=int, default=50, help="sessions of the second (50)")
+    parser.add_argument("--dbs", default="sqlite,postgres", help="sqlite,postgres")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    print(
+        f"{COMMAND} --rounds {args.rounds} --turns {args.turns} --sessions {args.sessions} "
+        f"--dbs {args.dbs}"
+    )
+    dbs = [db for db in args.dbs.split(",") if db]
+    print(report(asyncio.run(run(dbs, args.rounds, args.turns, args.sessions))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""The bench's raw writers store coach's own rows: coach reads them back as its own.
+
+``bench.recorder_cpu`` and section 5 of ``bench.core`` compare the recorder with raw
+``sqlite3``/``asyncpg`` writing "the same rows, the same batching"; this holds them to
+it, with no timing: what a raw writer stored, coach's repository reads back as the
+conversation and as memory steps whose signatures verify — including a step whose
+message fell into the previous batch (its text then stays in the step, as coach does).
+"""
+
+from __future__ import annotations
+
+import pytest
+from bench.rawrows import RawAsyncpg, RawSQLite, raw_batches
+from livekit.agents import llm
+from sqlalchemy.engine import make_url
+
+from coach.persistence import Repository
+from coach.persistence.codec import StepCodec
+from coach.store import AddMessage, AppendSteps
+from tests.conftest import MEMORY_SECRET
+
+
+def _ops(sessions: list[str], turns: int) -> list[object]:
+    ops: list[object] = []
+    for t in range(turns):
+        for sid in sessions:
+            user, reply = f"question {t} of {sid[:4]}", f"answer {t} of {sid[:4]}"
+            ops += [
+                AddMessage(sid, "user", user),
+                AddMessage(sid, "assistant", reply),
+                AppendSteps(
+                    sid,
+                    2 * t,
+                    (
+                        llm.ChatMessage(role="user", content=[user]),
+                        llm.ChatMessage(role="assistant", content=[reply]),
+                    ),
+                ),
+            ]
+    return ops
+
+
+async def _check(repo: Repository, sessions: list[str], turns: int) -> None:
+    for sid in sessions:
+        said = [(m.role, m.content) for m in await repo.get_session_conversation(sid)]
+        steps = await repo.load_agent_state(sid)
+        assert [(s.role, s.content[0]) for s in steps] == said  # type: ignore[attr-defined]
+        assert len(said) == 2 * turns
+
+
+async def test_raw_sqlite_rows_read_back_as_coach_s(sqlite_url: str, open_repo: object) -> None:
+    repo: Repository = await open_repo(sqlite_url)  # type: ignore[operator]
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    batches = raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), batch=4)
+    assert any(link is None for b in batches for link in b.links)  # a turn split in two
+    raw = RawSQLite(make_url(sqlite_url).database)  # type: ignore[arg-type]
+    await raw.open()
+    try:
+        for rows in batches:
+            await raw.write(rows)
+    finally:
+        await raw.aclose()
+    await _check(repo, sessions, 3)
+
+
+@pytest.mark.postgres
+async def test_raw_asyncpg_rows_read_back_as_coach_s(postgres_url: str, open_repo: object) -> None:
+    repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    raw = RawAsyncpg(make_url(postgres_url).set(drivername="postgresql").render_as_string(False))
+    await raw.open()
+    try:
+        for rows in raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), batch=4):
+            await raw.write(rows)
+    finally:
+        await raw.aclose()
+    await _check(repo, sessions, 3)
