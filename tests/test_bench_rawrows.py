@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from coach.persistence import Repository
 from coach.persistence.codec import StepCodec
 from coach.store import AddMessage, AppendSteps
-from tests.conftest import MEMORY_SECRET
+from tests.support import MEMORY_SECRET
 
 
 def _ops(sessions: list[str], turns: int) -> list[object]:
