@@ -162,14 +162,15 @@ async def test_refusals_are_one_line_and_create_nothing(runtime: Runtime) -> Non
     foreign = (await runtime.store.get_session_conversation(other))[0].id
     user = (await runtime.store.get_session(source)).user_id  # type: ignore[union-attr]
     before = len(await runtime.store.get_user_sessions(user))
-    for kwargs, words in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"after_message": foreign}, f"Message {foreign} is not in this session"),
         ({"after_message": 10**9}, "is not in this session"),
         # Lockers' turn: Kiosks changed the board after it, and no value was recorded then
         ({"after_message": turns[4].message_id}, "its state then was not recorded"),
         ({}, "Branch from a phase or from a message, not both."),
         ({"phase_id": "define", "after_message": turns[2].message_id}, "not both"),
-    ]:
+    ]
+    for kwargs, words in cases:
         with pytest.raises(BranchRefused, match=words) as refused:
             await runtime.store.branch_session(source, **kwargs)
         assert "\n" not in str(refused.value)
