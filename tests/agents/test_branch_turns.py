@@ -7,14 +7,18 @@ The zones each branch must hold are recorded here while the conversation runs.""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
+from livekit import rtc
 from livekit.agents import AgentSession, llm
 
+from coach.agents import DesignStrategist
 from coach.errors import BranchRefused
 from coach.runtime import Runtime
+from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, call, say
 from coach.userdata import UserData
 
@@ -203,3 +207,71 @@ async def test_the_branch_and_the_original_both_resume(runtime: Runtime) -> None
         await flushed(runtime)
         state = await runtime.store.get_state(session_id)
         assert [i["title"] for i in state.data["ideas"]] == ideas
+
+
+async def rpc(
+    session: AgentSession[UserData], name: str, payload: dict[str, Any], caller: str = OWNER
+) -> Any:
+    data = rtc.RpcInvocationData("req", caller, json.dumps(payload), 5.0, name)
+    return json.loads(await invoke(name, session.userdata, data, session=session))
+
+
+async def rpc_refused(
+    session: AgentSession[UserData], payload: dict[str, Any], caller: str = OWNER
+) -> rtc.RpcError:
+    with pytest.raises(rtc.RpcError) as caught:
+        await rpc(session, "coach.branch_session", payload, caller)
+    assert "\n" not in caught.value.message
+    return caught.value
+
+
+async def test_the_room_branches_from_a_turn_by_rpc_and_both_sessions_resume(
+    runtime: Runtime,
+) -> None:
+    source, turns = await conversation(runtime)
+    other = await new_session_with_phases(runtime, OWNER, 1)
+    foreign = (await runtime.store.get_session_conversation(other))[0].id
+    session, model = await resume(runtime, other)  # a live conversation on another session
+    page = await rpc(session, "coach.get_session_conversation", {"session_id": source})
+    (chosen,) = [e for e in page["entries"] if e["text"] == turns[3].words]
+    cases: list[tuple[dict[str, Any], int, str]] = [
+        ({"session_id": source, "after_message_id": foreign}, 409, OWNER),
+        ({"session_id": source, "after_message_id": turns[4].message_id}, 409, OWNER),
+        ({"session_id": source, "phase_id": "define", "after_message_id": 1}, 400, OWNER),
+        ({"session_id": source}, 400, OWNER),
+        ({"session_id": source, "after_message_id": chosen["message_id"]}, 403, "mallory"),
+    ]
+    for payload, code, caller in cases:
+        assert (await rpc_refused(session, payload, caller)).code == code, payload
+    assert session.userdata.session_id == other  # nothing changed
+
+    answer = await rpc(
+        session,
+        "coach.branch_session",
+        {"session_id": source, "after_message_id": chosen["message_id"]},
+    )
+    branch = answer["session_id"]
+    assert answer == {
+        "session_id": branch,
+        "parent_session_id": source,
+        "branched_from_phase": "define",
+        "after_message_id": chosen["message_id"],
+        "agent": "strategist",
+        "next_phase_id": "ideate",
+    }
+    assert session.userdata.session_id == branch
+    assert isinstance(session.current_agent, DesignStrategist)
+    restored = [m.text_content for m in session.current_agent.chat_ctx.messages()]
+    assert turns[3].words in restored and "What about Lockers?" not in restored
+    model.extend([call("add_idea", title="Vending", description="."), say("Ok.")])
+    await session.run(user_input="What about Vending?")
+    await session.aclose()
+    await flushed(runtime)
+    assert [i["title"] for i in (await runtime.store.get_state(branch)).data["ideas"]] == [
+        "Vending"
+    ]
+
+    again, model = await resume(runtime, source)  # the original resumes as it was
+    assert again.userdata.session_id == source
+    assert [i["title"] for i in again.userdata.state.data["ideas"]] == ["Lockers", "Kiosks"]
+    await again.aclose()

@@ -66,7 +66,9 @@ async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSes
         raise rtc.RpcError(409, "No live conversation to branch into.")
     userdata.user_id = found.user_id
     try:
-        result = await userdata.branch(found.id, request.phase_id)
+        result = await userdata.branch(
+            found.id, request.phase_id, after_message=request.after_message_id
+        )
     except BranchRefused as exc:
         raise rtc.RpcError(409, clean_text(str(exc))) from None
     except TimeoutError:
@@ -76,7 +78,8 @@ async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSes
     return BranchSessionResponse(
         session_id=result.session.id,
         parent_session_id=found.id,
-        branched_from_phase=request.phase_id,
+        branched_from_phase=result.session.branched_from_phase or "",
+        after_message_id=request.after_message_id,
         agent=agent.kind,
         next_phase_id=result.next_phase_id,
     )
