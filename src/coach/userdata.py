@@ -251,8 +251,11 @@ class UserData:
 
     # --- sessions ------------------------------------------------------------------
 
-    async def branch(self, session_id: str, phase_id: str) -> ResumeResult:
-        """Branch this user's session from the end of ``phase_id`` and load the branch.
+    async def branch(
+        self, session_id: str, phase_id: str | None = None, *, after_message: int | None = None
+    ) -> ResumeResult:
+        """Branch this user's session from the end of ``phase_id`` — or after the turn of
+        conversation row ``after_message`` — and load the branch.
 
         Raises:
             SessionNotFound: not this user's session (the same answer as unknown).
@@ -265,11 +268,16 @@ class UserData:
         source = await self.store.get_session(session_id, user_id=self.user_id)
         if source is None:
             raise SessionNotFound(session_id)
+        if after_message is not None:
+            branch = await self.store.branch_session(session_id, after_message=after_message)
+            return await self.load_state(branch.id)
         names = {p.id: p.name for p in self.prompts.manifest.phases}
-        if phase_id not in names:
+        if phase_id is None or phase_id not in names:
             known = ", ".join(names)
             raise BranchRefused(
-                session_id, phase_id, f"There is no phase called {phase_id!r} (phases: {known})."
+                session_id,
+                phase_id or "",
+                f"There is no phase called {phase_id!r} (phases: {known}).",
             )
         done = {
             o.phase_id

@@ -1,4 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from "react";
+import { BranchFromHere } from "./BranchFromHere";
 import type { ConversationEntry, PhaseOutputView, SessionSummary } from "./rpc";
 import type { CoachRoom } from "./room";
 import { callRpc, errorLine } from "./rpcClient";
@@ -265,7 +266,7 @@ function SessionNode({ node, room, open, setOpen, currentSessionId, onResumed }:
           </p>
         )}
         {resumed && <p className="ok">{resumed}</p>}
-        {expanded && <SessionDetail room={room} sessionId={s.id} />}
+        {expanded && <SessionDetail room={room} sessionId={s.id} onBranched={onResumed} />}
       </div>
       {node.children.length > 0 && (
         <ul className="branches" aria-label="Branches">
@@ -286,11 +287,17 @@ function SessionNode({ node, room, open, setOpen, currentSessionId, onResumed }:
   );
 }
 
-function SessionDetail({ room, sessionId }: { room: CoachRoom; sessionId: string }) {
+interface DetailProps {
+  room: CoachRoom;
+  sessionId: string;
+  onBranched: () => Promise<void>;
+}
+
+function SessionDetail({ room, sessionId, onBranched }: DetailProps) {
   return (
     <div className="session-detail">
       <Phases room={room} sessionId={sessionId} />
-      <Conversation room={room} sessionId={sessionId} />
+      <Conversation room={room} sessionId={sessionId} onBranched={onBranched} />
     </div>
   );
 }
@@ -345,17 +352,25 @@ function Phases({ room, sessionId }: { room: CoachRoom; sessionId: string }) {
   );
 }
 
-function EntryView({ entry }: { entry: ConversationEntry }) {
+function EntryView({ entry, branch }: { entry: ConversationEntry; branch: DetailProps }) {
   switch (entry.kind) {
     case "message":
       return (
-        <li className={`entry message ${entry.role ?? ""}`} data-kind="message">
+        <li className={`entry message ${entry.role ?? ""}`} data-kind="message" data-message-id={entry.message_id ?? undefined}>
           <span className="who">{entry.role === "user" ? "You" : entry.role === "assistant" ? "Coach" : entry.role}</span>
           <span className="said">
             {entry.text}
             {entry.truncated && " …"}
           </span>
           {entry.interrupted && <span className="tag">interrupted</span>}
+          {entry.message_id !== null && entry.message_id !== undefined && (
+            <BranchFromHere
+              room={branch.room}
+              sessionId={branch.sessionId}
+              messageId={entry.message_id}
+              onBranched={branch.onBranched}
+            />
+          )}
         </li>
       );
     case "tool_call":
@@ -380,7 +395,7 @@ function EntryView({ entry }: { entry: ConversationEntry }) {
   }
 }
 
-function Conversation({ room, sessionId }: { room: CoachRoom; sessionId: string }) {
+function Conversation({ room, sessionId, onBranched }: DetailProps) {
   const [withSteps, setWithSteps] = useState(false);
   const [entries, setEntries] = useState<ConversationEntry[] | null>(null);
   const [before, setBefore] = useState<number | null>(null);
@@ -446,7 +461,11 @@ function Conversation({ room, sessionId }: { room: CoachRoom; sessionId: string 
       {entries && entries.length === 0 && <p className="empty">Nothing said yet.</p>}
       <ol className="entries">
         {entries?.map((entry, i) => (
-          <EntryView key={`${entry.kind}-${entry.step ?? entry.message_id ?? "x"}-${i}`} entry={entry} />
+          <EntryView
+            key={`${entry.kind}-${entry.step ?? entry.message_id ?? "x"}-${i}`}
+            entry={entry}
+            branch={{ room, sessionId, onBranched }}
+          />
         ))}
       </ol>
     </div>

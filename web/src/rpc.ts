@@ -85,7 +85,8 @@ export interface CoachRpc {
   };
 }
 /**
- * ``coach.branch_session``: a new line of work from the end of a completed phase.
+ * ``coach.branch_session``: a new line of work from the end of a completed phase,
+ * or from after any turn (give exactly one of ``phase_id`` and ``after_message_id``).
  *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "BranchSessionRequest".
@@ -98,7 +99,11 @@ export interface BranchSessionRequest {
   /**
    * A completed phase's id.
    */
-  phase_id: string;
+  phase_id?: string | null;
+  /**
+   * A message of the session (its id in the history): the branch holds the session as it was after that message's turn.
+   */
+  after_message_id?: number | null;
 }
 /**
  * This interface was referenced by `CoachRpc`'s JSON-Schema
@@ -110,7 +115,14 @@ export interface BranchSessionResponse {
    */
   session_id: string;
   parent_session_id: string;
+  /**
+   * The phase it starts after (from a turn: the last one completed then, or 'message N' before any).
+   */
   branched_from_phase: string;
+  /**
+   * The message whose turn it starts after, if any.
+   */
+  after_message_id: number | null;
   agent: "coach" | "strategist" | "evaluator";
   next_phase_id: string;
 }

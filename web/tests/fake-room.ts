@@ -339,6 +339,34 @@ export class FakeRoom implements CoachRoom {
         if ("error" in answer) throw new Error(answer.error);
         return answer;
       }
+      case "coach.branch_session": {
+        // Like the server: from a message of the session (its turn), a new session under it.
+        const list = f.sessions.sessions;
+        const source = list.find((s) => s.id === sessionId);
+        if (!source) throw new Error("No such session.");
+        const messageId = request["after_message_id"];
+        const said = (f.conversation[sessionId] ?? []).some((e) => e.kind === "message" && e.message_id === messageId);
+        if (typeof messageId !== "number" || !said) {
+          throw new Error(`Message ${String(messageId)} is not in this session, so it cannot be branched from.`);
+        }
+        const id = `${sessionId.slice(0, 24)}${String(messageId).padStart(8, "0")}`;
+        const branch = {
+          ...source,
+          id,
+          parent_session_id: sessionId,
+          branched_from_phase: source.current_phase_id,
+          updated_at: "2026-05-03T08:00:00Z",
+        };
+        f.sessions = { ...f.sessions, sessions: [branch, ...list] };
+        return {
+          session_id: id,
+          parent_session_id: sessionId,
+          branched_from_phase: branch.branched_from_phase ?? "",
+          after_message_id: messageId,
+          agent: "strategist",
+          next_phase_id: "ideate",
+        };
+      }
       case "coach.delete_session": {
         const list = f.sessions.sessions;
         if (!list.some((s) => s.id === sessionId)) throw new Error("No such session.");

@@ -1,5 +1,6 @@
 """Branching a session (SPEC §8a): a new session holding another exactly as it was when
-one of its phases ended, in one transaction; the original is only read.
+one of its phases ended (:func:`branch`) or after one of its turns
+(:func:`branch_after_message`), in one transaction; the original is only read.
 
 Where a phase ends is recorded once the turn that completed it is over
 (``phase_outputs.memory_end``, ``state_end``, ``state_snapshot``; see
@@ -12,10 +13,11 @@ them, the zones as they were then and the delta log up to ``state_end``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.engine import Connection
 
 from ..errors import BranchRefused, CorruptBlob, SessionNotFound
@@ -23,7 +25,7 @@ from .codec import EncodedStep, StepCodec
 from .schema import AgentStep, SessionConversation, new_id
 from .sql import AGENT_STEPS, CONVERSATIONS, DELTAS, PHASE_OUTPUTS, SESSIONS, STATES
 
-__all__ = ["branch"]
+__all__ = ["branch", "branch_after_message"]
 
 _C = SessionConversation
 
@@ -81,6 +83,159 @@ def branch(
     upcoming = phase_ids[index + 1]
     memory_end, state_end = ended.memory_end, ended.state_end
 
+    snapshot = ended.state_snapshot or {}
+    return _create(
+        conn,
+        codec,
+        source,
+        _Cut(phase_id, upcoming, phase_ids[: index + 1], memory_end, state_end, snapshot, None),
+        now=now,
+    )
+
+
+def branch_after_message(
+    conn: Connection,
+    codec: StepCodec,
+    source_id: str,
+    message_id: int,
+    *,
+    phase_ids: Sequence[str],
+    now: datetime,
+) -> str:
+    """Create the branch of ``source_id`` as it was after the turn of conversation row
+    ``message_id``; return its id.
+
+    The turn ends where the next user message starts one: the branch holds the messages
+    before that one, the memory steps before the first step carrying it (or a later
+    message) — so never a call without its output —, the deltas written by the end of
+    the turn (``created_at`` up to the turn's last message) and the phases completed by
+    then (``memory_end`` within the kept steps; one with no recorded end by its time).
+    The zones are the ones recorded at that very step: the live state when the turn is
+    the latest, else a phase's snapshot, else none (step 0). Deltas hold causes, not
+    values, so a step in between cannot be rebuilt: that is refused.
+
+    Raises:
+        SessionNotFound: There is no such session.
+        BranchRefused: The message is not one of the session's; the zones of that turn
+            were not recorded; or a step does not verify.
+    """
+    source = conn.execute(SESSIONS.select().where(SESSIONS.c.id == source_id)).one_or_none()
+    if source is None:
+        raise SessionNotFound(source_id)
+    where = f"message {message_id}"
+    said = conn.execute(
+        select(_C.created_at, _C.id).where(_C.session_id == source_id, _C.id == message_id)
+    ).one_or_none()
+    if said is None:
+        raise BranchRefused(
+            source_id,
+            where,
+            f"Message {message_id} is not in this session, so it cannot be branched from.",
+        )
+    after = or_(
+        _C.created_at > said.created_at, and_(_C.created_at == said.created_at, _C.id > said.id)
+    )
+    following = conn.execute(
+        select(_C.created_at, _C.id)
+        .where(_C.session_id == source_id, _C.role == "user", after)
+        .order_by(_C.created_at, _C.id)
+        .limit(1)
+    ).one_or_none()
+    state = conn.execute(STATES.select().where(STATES.c.session_id == source_id)).one_or_none()
+    last_said = None
+    if following is None:  # the latest turn: everything so far
+        memory_end, kept = int(source.memory_steps), _C.session_id == source_id
+        state_end = int(state.step) if state is not None else 0
+    else:
+        at, next_id = following
+        kept = or_(_C.created_at < at, and_(_C.created_at == at, _C.id < next_id))
+        first = conn.scalar(
+            select(func.min(AgentStep.seq))
+            .join(_C, _C.id == AgentStep.message_id)
+            .where(AgentStep.session_id == source_id, ~kept)
+        )
+        memory_end = int(source.memory_steps) if first is None else int(first)
+        last_said = conn.scalar(
+            select(func.max(_C.created_at)).where(_C.session_id == source_id, kept)
+        )
+        state_end = int(
+            conn.scalar(
+                select(func.max(DELTAS.c.step)).where(
+                    DELTAS.c.session_id == source_id, DELTAS.c.created_at <= last_said
+                )
+            )
+            or 0
+        )
+    outputs = conn.execute(
+        PHASE_OUTPUTS.select().where(PHASE_OUTPUTS.c.session_id == source_id)
+    ).all()
+    snapshot = _zones_at(state, outputs, state_end)
+    if snapshot is None:
+        raise BranchRefused(
+            source_id,
+            where,
+            "The board changed during that part of the session and its state then was "
+            "not recorded; branch from the end of a phase or from the latest turn.",
+        )
+    done = {
+        o.phase_id
+        for o in outputs
+        if o.status == "completed"
+        and (
+            following is None
+            or (
+                o.memory_end <= memory_end
+                if o.memory_end is not None
+                else o.created_at <= last_said
+            )
+        )
+    }
+    completed = [p for p in phase_ids if p in done]
+    at_phase = completed[-1] if completed else None
+    index = phase_ids.index(at_phase) if at_phase is not None else -1
+    upcoming = phase_ids[index + 1] if index + 1 < len(phase_ids) else None
+    cut = _Cut(where, upcoming, completed, memory_end, state_end, snapshot, kept)
+    return _create(conn, codec, source, cut, now=now, branched_from=at_phase)
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """Where a branch is cut: what of the source it holds."""
+
+    label: str
+    """The phase id or ``message N``, for refusals."""
+    upcoming: str | None
+    phases: Sequence[str]
+    memory_end: int
+    state_end: int
+    zones: dict[str, Any]
+    messages: Any
+    """The condition on conversation rows to keep; ``None``: up to the last one the
+    kept steps carry (the phase branch), or all of them."""
+
+
+def _zones_at(state: Any, outputs: Sequence[Any], step: int) -> dict[str, Any] | None:
+    """The zones as recorded at state ``step``: the live row, a phase snapshot, or empty
+    at step 0; ``None`` when nothing recorded them."""
+    if state is not None and int(state.step) == step:
+        return {"data": state.data, "template": state.template, "view": state.view}
+    for output in outputs:
+        if output.state_end == step and output.state_snapshot is not None:
+            return dict(output.state_snapshot)
+    return {} if step == 0 else None
+
+
+def _create(
+    conn: Connection,
+    codec: StepCodec,
+    source: Any,
+    cut: _Cut,
+    *,
+    now: datetime,
+    branched_from: str | None = None,
+) -> str:
+    """Insert the branch session and copy into it what ``cut`` keeps of ``source``."""
+    source_id = source.id
     branch_id = new_id()
     conn.execute(
         SESSIONS.insert().values(
@@ -89,23 +244,23 @@ def branch(
             design_challenge=source.design_challenge,
             status="in_progress",
             current_agent=None,  # set by the agent that takes it up
-            current_phase_id=upcoming,
+            current_phase_id=cut.upcoming,
             room=None,
-            memory_steps=memory_end,
+            memory_steps=cut.memory_end,
             parent_session_id=source_id,
-            branched_from_phase=phase_id,
+            branched_from_phase=branched_from if branched_from is not None else cut.label,
             created_at=now,
             updated_at=now,
         )
     )
-    _copy_outputs(conn, source_id, branch_id, phase_ids[: index + 1])
-    messages = _copy_messages(conn, source_id, branch_id, memory_end)
-    _copy_steps(conn, codec, source_id, branch_id, memory_end, messages, phase_id)
-    snapshot = ended.state_snapshot or {}
+    _copy_outputs(conn, source_id, branch_id, cut.phases)
+    messages = _copy_messages(conn, source_id, branch_id, cut.memory_end, cut.messages)
+    _copy_steps(conn, codec, source_id, branch_id, cut.memory_end, messages, cut.label)
+    snapshot = cut.zones
     conn.execute(
         STATES.insert().values(
             session_id=branch_id,
-            step=state_end,
+            step=cut.state_end,
             data=snapshot.get("data", {}),
             template=snapshot.get("template", {}),
             view=snapshot.get("view", {}),
@@ -113,7 +268,7 @@ def branch(
             updated_at=now,
         )
     )
-    _copy_rows(conn, DELTAS, source_id, branch_id, DELTAS.c.step <= state_end)
+    _copy_rows(conn, DELTAS, source_id, branch_id, DELTAS.c.step <= cut.state_end)
     return branch_id
 
 
@@ -136,24 +291,26 @@ def _copy_outputs(conn: Connection, source_id: str, branch_id: str, phases: Sequ
 
 
 def _copy_messages(
-    conn: Connection, source_id: str, branch_id: str, memory_end: int
+    conn: Connection, source_id: str, branch_id: str, memory_end: int, kept: Any
 ) -> dict[int, int]:
-    """Copy the messages up to the last one the kept steps carry; old id -> new id."""
-    last = conn.execute(_LAST_CARRIED, {"b_id": source_id, "b_end": memory_end}).one_or_none()
-    if last is None:
-        return {}
-    at, last_id = last
+    """Copy the messages ``kept`` selects (``None``: up to the last one the kept steps
+    carry); old id -> new id."""
+    if kept is None:
+        last = conn.execute(_LAST_CARRIED, {"b_id": source_id, "b_end": memory_end}).one_or_none()
+        if last is None:
+            return {}
+        at, last_id = last
+        kept = or_(
+            CONVERSATIONS.c.created_at < at,
+            and_(CONVERSATIONS.c.created_at == at, CONVERSATIONS.c.id <= last_id),
+        )
     rows = conn.execute(
         CONVERSATIONS.select()
-        .where(
-            CONVERSATIONS.c.session_id == source_id,
-            or_(
-                CONVERSATIONS.c.created_at < at,
-                and_(CONVERSATIONS.c.created_at == at, CONVERSATIONS.c.id <= last_id),
-            ),
-        )
+        .where(CONVERSATIONS.c.session_id == source_id, kept)
         .order_by(CONVERSATIONS.c.created_at, CONVERSATIONS.c.id)
     ).all()
+    if not rows:
+        return {}
     copies = [
         {k: v for k, v in row._asdict().items() if k != "id"} | {"session_id": branch_id}
         for row in rows

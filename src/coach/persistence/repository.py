@@ -22,7 +22,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..errors import ConfigError, SessionNotFound, StorageError
+from ..errors import BranchRefused, ConfigError, SessionNotFound, StorageError
 from ..state.resume import DEFAULT_MAX_PAIRS
 from ..state.zones import Delta, DeltaSpec, Zone
 from ..store import (
@@ -44,7 +44,7 @@ from ..store import (
     identity_keys,
 )
 from .batch import Applied, Plan
-from .branches import branch
+from .branches import branch, branch_after_message
 from .codec import StepCodec
 from .conversation import conversation_select
 from .engine import DEFAULT_TIMEOUT, Database, create_engine
@@ -252,12 +252,24 @@ class Repository:
         await self._apply(ops, "create_session", before=lambda conn: insert_session(conn, session))
         return session
 
-    async def branch_session(self, session_id: str, phase_id: str) -> SessionRecord:
+    async def branch_session(
+        self, session_id: str, phase_id: str | None = None, *, after_message: int | None = None
+    ) -> SessionRecord:
         """A new session of the same user holding ``session_id`` as it was when
-        ``phase_id`` ended (:mod:`.branches`); the original is only read."""
+        ``phase_id`` ended, or after the turn of message ``after_message``
+        (:mod:`.branches`); the original is only read."""
         now = self._clock()
+        if (phase_id is None) == (after_message is None):
+            raise BranchRefused(
+                session_id, phase_id or "", "Branch from a phase or from a message, not both."
+            )
 
         def unit(conn: Connection) -> str:
+            if after_message is not None:
+                return branch_after_message(
+                    conn, self._codec, session_id, after_message, phase_ids=self._phase_ids, now=now
+                )
+            assert phase_id is not None
             return branch(
                 conn, self._codec, session_id, phase_id, phase_ids=self._phase_ids, now=now
             )

@@ -75,14 +75,24 @@ class Store(Protocol):
         (the challenge), so a listed session always has a phase to resume from."""
         ...
 
-    async def branch_session(self, session_id: str, phase_id: str) -> SessionRecord:
+    async def branch_session(
+        self, session_id: str, phase_id: str | None = None, *, after_message: int | None = None
+    ) -> SessionRecord:
         """A new session of the same user (``parent_session_id``, ``branched_from_phase``)
         holding ``session_id`` exactly as it was when ``phase_id`` ended: the phase
         outputs up to it, the conversation and memory steps of its whole turns, the
         zones then and the delta log up to then; the next phase is the one after. The
         original is not changed. ``SessionNotFound`` for an unknown session;
         ``BranchRefused`` (words for the user) for a phase that is unknown, not
-        completed, the last, or whose end was not recorded."""
+        completed, the last, or whose end was not recorded.
+
+        With ``after_message`` (a conversation row id) instead of ``phase_id``: the
+        session as it was after that message's turn (up to the next user message) — its
+        messages, memory steps, zones and deltas then, the phases completed by then, the
+        next phase after those; ``branched_from_phase`` is the last of them (or
+        ``"message N"``). ``BranchRefused`` for a message not in the session, for both
+        or neither given, or for a turn whose zones were not recorded (a step between a
+        phase's end and the latest: deltas hold causes, not values)."""
         ...
 
     async def delete_session(self, session_id: str) -> bool:

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_REQUEST_BYTES: Final = 4_096
 """Bytes (UTF-8) a request payload may have; a larger one is refused with 413."""
@@ -157,16 +157,37 @@ class ResumeSessionResponse(RpcResponse):
 
 
 class BranchSessionRequest(RpcRequest):
-    """``coach.branch_session``: a new line of work from the end of a completed phase."""
+    """``coach.branch_session``: a new line of work from the end of a completed phase,
+    or from after any turn (give exactly one of ``phase_id`` and ``after_message_id``)."""
 
     session_id: str = SessionId
-    phase_id: str = Field(min_length=1, max_length=64, description="A completed phase's id.")
+    phase_id: str | None = Field(
+        default=None, min_length=1, max_length=64, description="A completed phase's id."
+    )
+    after_message_id: int | None = Field(
+        default=None,
+        ge=1,
+        description="A message of the session (its id in the history): the branch holds "
+        "the session as it was after that message's turn.",
+    )
+
+    @model_validator(mode="after")
+    def _one_point(self) -> BranchSessionRequest:
+        if (self.phase_id is None) == (self.after_message_id is None):
+            raise ValueError("give either phase_id or after_message_id")
+        return self
 
 
 class BranchSessionResponse(RpcResponse):
     session_id: str = Field(description="The new branch, now open in this conversation.")
     parent_session_id: str
-    branched_from_phase: str
+    branched_from_phase: str = Field(
+        description="The phase it starts after (from a turn: the last one completed then, "
+        "or 'message N' before any)."
+    )
+    after_message_id: int | None = Field(
+        default=None, description="The message whose turn it starts after, if any."
+    )
     agent: Literal["coach", "strategist", "evaluator"]
     next_phase_id: str
 

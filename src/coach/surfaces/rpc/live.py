@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from livekit import rtc
+from livekit.agents import llm
 
 from ...agents.restore import resumed_agent
 from ...errors import (
@@ -65,18 +66,26 @@ async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSes
     if session is None:
         raise rtc.RpcError(409, "No live conversation to branch into.")
     userdata.user_id = found.user_id
+    # This visit's talk carries on in the branch, unless it is the branched session's own
+    # (then it is the source's, after the branch point).
+    current = session.current_agent.chat_ctx
+    if found.id == userdata.session_id:
+        current = llm.ChatContext.empty()
     try:
-        result = await userdata.branch(found.id, request.phase_id)
+        result = await userdata.branch(
+            found.id, request.phase_id, after_message=request.after_message_id
+        )
     except BranchRefused as exc:
         raise rtc.RpcError(409, clean_text(str(exc))) from None
     except TimeoutError:
         raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
-    agent = resumed_agent(userdata, result, current=session.current_agent.chat_ctx)
+    agent = resumed_agent(userdata, result, current=current)
     session.update_agent(agent)
     return BranchSessionResponse(
         session_id=result.session.id,
         parent_session_id=found.id,
-        branched_from_phase=request.phase_id,
+        branched_from_phase=result.session.branched_from_phase or "",
+        after_message_id=request.after_message_id,
         agent=agent.kind,
         next_phase_id=result.next_phase_id,
     )
