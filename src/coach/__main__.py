@@ -1,5 +1,5 @@
-"""``python -m coach``: the LiveKit worker commands plus chat, demo, db, sessions, users,
-token and web."""
+"""``python -m coach``: the LiveKit worker commands plus chat, demo, db, keys, sessions,
+users, token and web."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from .errors import CoachError, ConfigError
 from .settings import Settings, default_database_path, load_settings
+
+if TYPE_CHECKING:
+    from .persistence.keystore import Vault
 
 LIVEKIT_COMMANDS = {
     "dev": "run the worker in development mode (no reload: restart it after a change)",
@@ -47,6 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database migrations")
     db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     db_sub.add_parser("upgrade", help="apply migrations to COACH_DATABASE_URL")
+    keys = sub.add_parser("keys", help="the master key and the key store")
+    k_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    k_sub.add_parser("new", help="print a new random master key (for COACH_MASTER_KEY)")
+    k_sub.add_parser(
+        "rotate",
+        help="re-wrap every data key under COACH_MASTER_KEY (the previous keys in "
+        "COACH_PREVIOUS_MASTER_KEYS); the data is not touched",
+    )
     sessions = sub.add_parser(
         "sessions", help="stored sessions: list, show, export, branch, delete, prune"
     )
@@ -150,6 +161,8 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
     store = await open_repository(
         settings.database_url,
         secret=settings.memory_secret,
+        master_keys=settings.master_keys,
+        keys_url=settings.keys_url,
         create_schema=settings.is_embedded_sqlite,
         check_schema=not settings.is_embedded_sqlite,
         phase_ids=load_prompts(settings.prompts_dir).manifest.ids,
@@ -193,6 +206,37 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _vault(settings: Settings) -> Vault:
+    from .persistence.keystore import Vault
+
+    return Vault.open(
+        settings.database_url, master_keys=settings.master_keys, keys_url=settings.keys_url
+    )
+
+
+def _keys(settings: Settings, action: str) -> int:
+    if action == "new":
+        import secrets
+
+        print(secrets.token_urlsafe(32))
+        return 0
+    vault = _vault(settings)
+
+    async def rotate() -> tuple[int, int]:
+        try:
+            return await vault.store.rewrap(vault.masters)
+        finally:
+            await vault.aclose()
+
+    rewrapped, current = asyncio.run(rotate())
+    key_id = vault.masters.current.key_id
+    print(
+        f"{rewrapped} data keys re-wrapped under master key {key_id}; {current} already were. "
+        "The previous master keys wrap nothing now: remove them from COACH_PREVIOUS_MASTER_KEYS."
+    )
+    return 0
+
+
 def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
     """``--yes``, or the operator's answer on a terminal (never yes without one)."""
 
@@ -230,13 +274,15 @@ def _dispatch(argv: Sequence[str]) -> int:
         _configure_logging(settings, quiet=True)
         return asyncio.run(run_chat(settings, user=args.user))
     if args.command == "db":
-        from .persistence.migrate import upgrade
+        from .persistence.migrate import upgrade_sync
 
         _configure_logging(settings, quiet=False)
         logging.getLogger("alembic.runtime.migration").addFilter(_first_line_of_each_step)
-        asyncio.run(upgrade(settings.database_url))
+        upgrade_sync(settings.database_url, secret=settings.memory_secret, vault=_vault(settings))
         print("database is up to date")
         return 0
+    if args.command == "keys":
+        return _keys(settings, args.keys_command)
     if args.command in ("sessions", "users"):
         _configure_logging(settings, quiet=True)
         return asyncio.run(_sessions(settings, args))

@@ -9,7 +9,8 @@ Every error coach raises on purpose derives from :class:`CoachError`::
     │   └── StaleWrite         another writer advanced the same session first
     ├── InvalidRole            a conversation message with a role we do not store
     ├── InvalidWrite           a write with bad input (status, zone value, unpicklable step)
-    ├── CorruptBlob            a stored memory step failed its signature or allow-list
+    ├── CorruptBlob            a stored value failed its signature, authentication or allow-list
+    ├── PersonErased           a person's data key is destroyed: what a copy holds is unreadable
     ├── NoOpenSession          a phase was started or ended with no session open
     ├── BranchRefused          a session cannot be branched there (message is user-facing)
     └── ResumeError            a session cannot be resumed (message is user-facing)
@@ -90,7 +91,25 @@ class InvalidWrite(CoachError, ValueError):
 
 
 class CorruptBlob(CoachError):
-    """Raised when a stored memory step fails its HMAC check, allow-list or unpickling."""
+    """Raised when a stored memory step fails its HMAC check, allow-list or unpickling,
+    or a stored personal field fails its authentication (edited, or moved to another row
+    or person)."""
+
+
+class PersonErased(CoachError):
+    """Raised when the data key of the person who owns what is read has been destroyed:
+    the person was erased, and what a copy of the database still holds of them cannot be
+    read by anyone."""
+
+    def __init__(self, user_id: str) -> None:
+        self.user_id = user_id
+        super().__init__(
+            f"User {user_id} was erased: their data key is destroyed, so what this "
+            "database still holds of them cannot be read."
+        )
+
+    def __reduce__(self) -> tuple[type[PersonErased], tuple[str]]:
+        return (type(self), (self.user_id,))
 
 
 class NoOpenSession(CoachError):

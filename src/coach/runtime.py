@@ -55,6 +55,8 @@ class Runtime:
             create_schema=settings.is_embedded_sqlite,
             check_schema=not settings.is_embedded_sqlite,
             secret=settings.memory_secret,
+            master_keys=settings.master_keys,
+            keys_url=settings.keys_url,
             phase_ids=prompts.manifest.ids,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import platformdirs
 from dotenv.parser import parse_stream
@@ -25,12 +25,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
 
+if TYPE_CHECKING:
+    from .persistence.crypto import MasterKeys
+
 APP_NAME = "coach"
 ENV_FILE = ".env"
 PREFIX = "COACH_"
 NOT_SETTINGS = ("COACH_USER", "COACH_TEST_", "COACH_BENCH_")
 PLACEHOLDER_SECRET = "change-me-to-a-long-random-string"
 """docker-compose.yml's ``COACH_SECRET_KEY`` when none is set: fit to try, never to keep."""
+PLACEHOLDER_MASTER_KEY = "change-me-to-a-long-random-master-key"
+"""docker-compose.yml's ``COACH_MASTER_KEY`` when none is set: the same."""
 """``COACH_`` names that are not settings: make's ``COACH_USER`` and the test and bench
 suites' own variables (prefixes). Any other unknown ``COACH_`` name is a typo."""
 
@@ -103,6 +108,15 @@ class Settings(BaseSettings):
     """SQLAlchemy async URL; the default is an embedded SQLite file."""
     secret_key: SecretStr | None = None
     """HMAC key for stored memory steps. Required (and shared) when using PostgreSQL."""
+    master_key: SecretStr | None = None
+    """The master key that wraps every person's data key (at least 32 characters:
+    ``python -m coach keys new``). Required (and shared) when using PostgreSQL."""
+    previous_master_keys: SecretStr | None = None
+    """Comma-separated master keys being rotated out: they still unwrap the data keys
+    they wrapped until ``python -m coach keys rotate`` re-wraps them."""
+    keys_url: str | None = None
+    """The key store, a database apart from the data (default: a SQLite file beside a
+    SQLite database). Required with PostgreSQL."""
     db_pool_size: int = Field(default=5, ge=1)
     """Connections per process: the PostgreSQL pool, or SQLite's database threads."""
     db_max_overflow: int = Field(default=10, ge=0)
@@ -230,6 +244,29 @@ class Settings(BaseSettings):
             )
         return _local_secret(default_data_dir() / "secret.key")
 
+    @cached_property
+    def master_keys(self) -> MasterKeys:
+        """The master keys (:class:`~coach.persistence.crypto.MasterKeys`).
+
+        With a SQLite database and no ``COACH_MASTER_KEY``, a random one is created once
+        in the data directory (beside ``secret.key``); any other database needs it set,
+        the same on every worker.
+        """
+        from .persistence.crypto import MasterKeys
+
+        previous = self.previous_master_keys.get_secret_value() if self.previous_master_keys else ""
+        old = [key.strip() for key in previous.split(",") if key.strip()]
+        if self.master_key is not None:
+            return MasterKeys.of(self.master_key.get_secret_value(), old)
+        if not self.database_url.startswith("sqlite"):
+            scheme = self.database_url.split("://", 1)[0]
+            raise ConfigError(
+                f"COACH_MASTER_KEY is required with a {scheme} database (COACH_DATABASE_URL); "
+                "every worker using it must have the same key, and it must be kept apart "
+                "from the data and the key store. Make one with: python -m coach keys new"
+            )
+        return MasterKeys.of(_local_secret(default_data_dir() / "master.key").decode(), old)
+
 
 def _local_secret(path: Path) -> bytes:
     """The embedded database's key, created once — atomically, so that two processes
@@ -322,12 +359,21 @@ def load_settings(
     except ValidationError as exc:
         raise ConfigError(describe_invalid(exc)) from None
     key = settings.secret_key
+    master = settings.master_key
+    lines = []
     if key is not None and key.get_secret_value() == PLACEHOLDER_SECRET:
-        line = (
+        lines.append(
             "COACH_SECRET_KEY is docker-compose.yml's placeholder: anyone with that file can "
             'forge stored memory. Set your own (python -c "import secrets; '
             'print(secrets.token_hex(32))").'
         )
+    if master is not None and master.get_secret_value() == PLACEHOLDER_MASTER_KEY:
+        lines.append(
+            "COACH_MASTER_KEY is docker-compose.yml's placeholder: anyone with that file can "
+            "read stored conversations. Set your own (python -m coach keys new) before "
+            "keeping any data."
+        )
+    for line in lines:
         if line not in _WARNED:
             _WARNED.add(line)
             print(f"coach: warning: {line}", file=warn)

@@ -6,6 +6,8 @@ Usage::
     from coach.persistence import open_repository
 
     repo = await open_repository(settings.database_url, secret=settings.memory_secret,
+                                 master_keys=settings.master_keys,
+                                 keys_url=settings.keys_url,
                                  create_schema=settings.is_embedded_sqlite)
     user = await repo.get_or_create_user("alice")
     session = await repo.create_session(user.id, "Make commuting less lonely")
@@ -17,7 +19,8 @@ write path), one module per aggregate — :mod:`.sessions`, :mod:`.phases`,
 :mod:`.conversation`, :mod:`.memory`, :mod:`.zones`, :mod:`.resume` — and
 :mod:`.schema` (models), :mod:`.sql` (shared statement helpers), :mod:`.engine`
 (engines, transactions, retries), :mod:`.codec` (signed pickle of memory steps),
-:mod:`.migrate` (Alembic).
+:mod:`.migrate` (Alembic), :mod:`.crypto` (sealing personal fields with each person's
+key) and :mod:`.keystore` (the data keys, in a database apart from the data).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from ..store import (
 )
 from .codec import StepCodec
 from .conversation import insert_messages, message_row
+from .crypto import Sealer
 from .memory import encode_rows, insert_steps, message_text
 from .phases import check_close, check_phase_output, close_phases, save_phase_outputs
 from .sessions import apply_session_write, session_values
@@ -126,8 +127,10 @@ class Plan:
         else:
             raise InvalidWrite(f"unknown write op: {type(op).__name__}")
 
-    def apply(self, conn: Connection) -> Applied:
-        """Write the batch on ``conn`` (inside the caller's transaction).
+    def apply(self, conn: Connection, sealers: dict[str, Sealer]) -> Applied:
+        """Write the batch on ``conn`` (inside the caller's transaction), every personal
+        field sealed with its session owner's sealer (``sealers``: session id -> sealer,
+        one for each of :attr:`session_ids`).
 
         Sessions are updated in id order — one statement each, which claims the memory
         positions and takes the row lock — then zone writes, then the inserts.
@@ -141,19 +144,29 @@ class Plan:
         for sid in sorted(self.appends.keys() | self.session_fields.keys()):
             fields = self.session_fields.get(sid)
             values = {**fields, "updated_at": now} if fields is not None else {}
+            if "design_challenge" in values:
+                values = sealers[sid].seal_row("sessions", {"id": sid, **values})
+                del values["id"]
             append = self.appends.get(sid)
             claim = (append[0], len(append[1])) if append is not None else None
             apply_session_write(conn, sid, values, steps=claim)
         for sid in sorted(self.zone_writes):
-            applied.states[sid] = write_zones(conn, sid, self.zone_writes[sid], now)
+            applied.states[sid] = write_zones(conn, sid, self.zone_writes[sid], now, sealers[sid])
         if self.messages:
-            applied.message_ids = insert_messages(conn, self.messages)
+            rows = [
+                sealers[row["session_id"]].seal_row("session_conversations", row)
+                for row in self.messages
+            ]
+            applied.message_ids = insert_messages(conn, rows)
         for step, message in self.text_links:
             self.step_rows[step]["message_id"] = applied.message_ids[message]
-        insert_steps(conn, self.step_rows)
+        insert_steps(
+            conn,
+            [sealers[row["session_id"]].seal_row("agent_steps", row) for row in self.step_rows],
+        )
         if self.phase_outputs:
-            applied.phase_outputs = save_phase_outputs(conn, self.phase_outputs)
-        close_phases(conn, self.closes)  # after the outputs: a phase completes, then ends
+            applied.phase_outputs = save_phase_outputs(conn, self.phase_outputs, sealers)
+        close_phases(conn, self.closes, sealers)  # after the outputs: a phase completes, then ends
         return applied
 
     @property

@@ -22,6 +22,8 @@ from sqlalchemy.engine import Connection
 
 from ..errors import BranchRefused, CorruptBlob, SessionNotFound
 from .codec import EncodedStep, StepCodec
+from .crypto import Sealer
+from .memory import opened_steps
 from .schema import AgentStep, SessionConversation, new_id
 from .sql import AGENT_STEPS, CONVERSATIONS, DELTAS, PHASE_OUTPUTS, SESSIONS, STATES
 
@@ -46,6 +48,7 @@ def branch(
     *,
     phase_ids: Sequence[str],
     now: datetime,
+    sealer: Sealer,
 ) -> str:
     """Create the branch of ``source_id`` from the end of ``phase_id``; return its id.
 
@@ -83,10 +86,12 @@ def branch(
     upcoming = phase_ids[index + 1]
     memory_end, state_end = ended.memory_end, ended.state_end
 
-    snapshot = ended.state_snapshot or {}
+    bound = (source_id, phase_id)
+    snapshot = sealer.open("phase_outputs", "state_snapshot", bound, ended.state_snapshot) or {}
     return _create(
         conn,
         codec,
+        sealer,
         source,
         _Cut(phase_id, upcoming, phase_ids[: index + 1], memory_end, state_end, snapshot, None),
         now=now,
@@ -101,6 +106,7 @@ def branch_after_message(
     *,
     phase_ids: Sequence[str],
     now: datetime,
+    sealer: Sealer,
 ) -> str:
     """Create the branch of ``source_id`` as it was after the turn of conversation row
     ``message_id``; return its id.
@@ -169,7 +175,7 @@ def branch_after_message(
     outputs = conn.execute(
         PHASE_OUTPUTS.select().where(PHASE_OUTPUTS.c.session_id == source_id)
     ).all()
-    snapshot = _zones_at(state, outputs, state_end)
+    snapshot = _zones_at(sealer, state, outputs, state_end)
     if snapshot is None:
         raise BranchRefused(
             source_id,
@@ -195,7 +201,7 @@ def branch_after_message(
     index = phase_ids.index(at_phase) if at_phase is not None else -1
     upcoming = phase_ids[index + 1] if index + 1 < len(phase_ids) else None
     cut = _Cut(where, upcoming, completed, memory_end, state_end, snapshot, kept)
-    return _create(conn, codec, source, cut, now=now, branched_from=at_phase)
+    return _create(conn, codec, sealer, source, cut, now=now, branched_from=at_phase)
 
 
 @dataclass(frozen=True)
@@ -214,20 +220,33 @@ class _Cut:
     kept steps carry (the phase branch), or all of them."""
 
 
-def _zones_at(state: Any, outputs: Sequence[Any], step: int) -> dict[str, Any] | None:
+def _zones_at(
+    sealer: Sealer, state: Any, outputs: Sequence[Any], step: int
+) -> dict[str, Any] | None:
     """The zones as recorded at state ``step``: the live row, a phase snapshot, or empty
     at step 0; ``None`` when nothing recorded them."""
     if state is not None and int(state.step) == step:
-        return {"data": state.data, "template": state.template, "view": state.view}
+        opened = sealer.open_row("session_state", state._asdict())
+        return {zone: opened[zone] for zone in ("data", "template", "view")}
     for output in outputs:
         if output.state_end == step and output.state_snapshot is not None:
-            return dict(output.state_snapshot)
+            bound = (output.session_id, output.phase_id)
+            return dict(
+                sealer.open("phase_outputs", "state_snapshot", bound, output.state_snapshot)
+            )
     return {} if step == 0 else None
+
+
+def _moved(sealer: Sealer, table: str, row: Any, **changes: Any) -> dict[str, Any]:
+    """A source row as the branch's: opened where it was, changed, sealed where it goes."""
+    opened = sealer.open_row(table, row._asdict()) | changes
+    return sealer.seal_row(table, opened)
 
 
 def _create(
     conn: Connection,
     codec: StepCodec,
+    sealer: Sealer,
     source: Any,
     cut: _Cut,
     *,
@@ -237,11 +256,12 @@ def _create(
     """Insert the branch session and copy into it what ``cut`` keeps of ``source``."""
     source_id = source.id
     branch_id = new_id()
+    challenge = sealer.open("sessions", "design_challenge", (source_id,), source.design_challenge)
     conn.execute(
         SESSIONS.insert().values(
             id=branch_id,
             user_id=source.user_id,
-            design_challenge=source.design_challenge,
+            design_challenge=sealer.seal("sessions", "design_challenge", (branch_id,), challenge),
             status="in_progress",
             current_agent=None,  # set by the agent that takes it up
             current_phase_id=cut.upcoming,
@@ -253,45 +273,45 @@ def _create(
             updated_at=now,
         )
     )
-    _copy_outputs(conn, source_id, branch_id, cut.phases)
-    messages = _copy_messages(conn, source_id, branch_id, cut.memory_end, cut.messages)
-    _copy_steps(conn, codec, source_id, branch_id, cut.memory_end, messages, cut.label)
+    _copy_outputs(conn, sealer, source_id, branch_id, cut.phases)
+    messages = _copy_messages(conn, sealer, source_id, branch_id, cut.memory_end, cut.messages)
+    _copy_steps(conn, codec, sealer, source_id, branch_id, cut.memory_end, messages, cut.label)
     snapshot = cut.zones
+    zones = {zone: snapshot.get(zone, {}) for zone in ("data", "template", "view")}
     conn.execute(
         STATES.insert().values(
-            session_id=branch_id,
+            **sealer.seal_row("session_state", {"session_id": branch_id, **zones}),
             step=cut.state_end,
-            data=snapshot.get("data", {}),
-            template=snapshot.get("template", {}),
-            view=snapshot.get("view", {}),
             created_at=now,
             updated_at=now,
         )
     )
-    _copy_rows(conn, DELTAS, source_id, branch_id, DELTAS.c.step <= cut.state_end)
+    deltas = conn.execute(
+        DELTAS.select().where(DELTAS.c.session_id == source_id, DELTAS.c.step <= cut.state_end)
+    ).all()
+    if deltas:
+        copies = [_moved(sealer, "state_deltas", row, session_id=branch_id) for row in deltas]
+        conn.execute(DELTAS.insert(), copies)
     return branch_id
 
 
-def _copy_rows(conn: Connection, table: Any, source_id: str, branch_id: str, *where: Any) -> None:
-    """Copy ``table``'s rows of the source that match ``where``, as the branch's."""
-    rows = conn.execute(table.select().where(table.c.session_id == source_id, *where)).all()
-    if rows:
-        conn.execute(table.insert(), [{**row._asdict(), "session_id": branch_id} for row in rows])
-
-
-def _copy_outputs(conn: Connection, source_id: str, branch_id: str, phases: Sequence[str]) -> None:
+def _copy_outputs(
+    conn: Connection, sealer: Sealer, source_id: str, branch_id: str, phases: Sequence[str]
+) -> None:
     rows = conn.execute(
         PHASE_OUTPUTS.select()
         .where(PHASE_OUTPUTS.c.session_id == source_id, PHASE_OUTPUTS.c.phase_id.in_(phases))
         .order_by(PHASE_OUTPUTS.c.created_at, PHASE_OUTPUTS.c.id)
     ).all()
-    copies = [{**row._asdict(), "id": new_id(), "session_id": branch_id} for row in rows]
+    copies = [
+        _moved(sealer, "phase_outputs", row, id=new_id(), session_id=branch_id) for row in rows
+    ]
     if copies:
         conn.execute(PHASE_OUTPUTS.insert(), copies)
 
 
 def _copy_messages(
-    conn: Connection, source_id: str, branch_id: str, memory_end: int, kept: Any
+    conn: Connection, sealer: Sealer, source_id: str, branch_id: str, memory_end: int, kept: Any
 ) -> dict[int, int]:
     """Copy the messages ``kept`` selects (``None``: up to the last one the kept steps
     carry); old id -> new id."""
@@ -311,10 +331,11 @@ def _copy_messages(
     ).all()
     if not rows:
         return {}
-    copies = [
-        {k: v for k, v in row._asdict().items() if k != "id"} | {"session_id": branch_id}
-        for row in rows
-    ]
+    copies = []
+    for row in rows:
+        copy = _moved(sealer, "session_conversations", row, session_id=branch_id)
+        del copy["id"]
+        copies.append(copy)
     insert = CONVERSATIONS.insert().returning(CONVERSATIONS.c.id, sort_by_parameter_order=True)
     new_ids = list(conn.scalars(insert, copies).all())
     return {row.id: new for row, new in zip(rows, new_ids, strict=True)}
@@ -323,6 +344,7 @@ def _copy_messages(
 def _copy_steps(
     conn: Connection,
     codec: StepCodec,
+    sealer: Sealer,
     source_id: str,
     branch_id: str,
     memory_end: int,
@@ -332,7 +354,12 @@ def _copy_steps(
     """Copy steps ``0 .. memory_end - 1``: each verified as the source's, then signed as
     the branch's (the same payload; the signature binds the session)."""
     rows = conn.execute(
-        select(*AGENT_STEPS.c, _C.content)
+        select(
+            *AGENT_STEPS.c,
+            _C.content,
+            _C.created_at.label("message_at"),
+            _C.role.label("message_role"),
+        )
         .outerjoin(_C, _C.id == AgentStep.message_id)
         .where(AgentStep.session_id == source_id, AgentStep.seq < memory_end)
         .order_by(AgentStep.seq)
@@ -343,16 +370,16 @@ def _copy_steps(
         )
     copies = []
     for step in rows:
-        text = step.content
-        stored = EncodedStep(step.seq, step.codec, step.version, step.signature, step.payload, text)
         try:
+            ((_, _, _, _, payload, text),) = opened_steps(sealer, source_id, [step])
+            stored = EncodedStep(step.seq, step.codec, step.version, step.signature, payload, text)
             codec.decode(source_id, stored)
         except CorruptBlob:
             raise BranchRefused(
                 source_id, phase_id, "Its stored memory does not verify, so it cannot be branched."
             ) from None
         signature = codec.signature(
-            branch_id, step.seq, step.payload, codec=step.codec, version=step.version, text=text
+            branch_id, step.seq, payload, codec=step.codec, version=step.version, text=text
         )
         copies.append(
             {
@@ -361,7 +388,7 @@ def _copy_steps(
                 "codec": step.codec,
                 "version": step.version,
                 "signature": signature,
-                "payload": step.payload,
+                "payload": sealer.seal("agent_steps", "payload", (branch_id, step.seq), payload),
                 "message_id": messages.get(step.message_id) if step.message_id else None,
                 "created_at": step.created_at,
             }

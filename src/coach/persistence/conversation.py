@@ -7,17 +7,26 @@ resume window costs the rows it returns, not the session's length.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidRole, InvalidWrite
-from ..store import AddMessage
+from ..store import AddMessage, MessageRecord
+from .crypto import Sealer
 from .schema import MESSAGE_ROLES, SessionConversation
 from .sql import CONVERSATIONS, AnyRow, AnySelect, clean_text, fit
 
-__all__ = ["conversation_select", "fetch_window", "insert_messages", "message_row"]
+__all__ = [
+    "WindowMessage",
+    "conversation_select",
+    "fetch_window",
+    "insert_messages",
+    "message_record",
+    "message_row",
+    "open_content",
+]
 
 _C = SessionConversation
 _COLUMNS: Final = (_C.id, _C.session_id, _C.phase_id, _C.role, _C.content, _C.interrupted)
@@ -43,7 +52,7 @@ def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
 
 
 def insert_messages(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert the rows in one statement; return their ids in order."""
+    """Insert the (sealed) rows in one statement; return their ids in order."""
     return list(conn.scalars(_INSERT, rows).all())
 
 
@@ -87,16 +96,51 @@ def _time_of(session_id: str, message_id: int) -> Any:
     )
 
 
+def open_content(sealer: Sealer, row: Any) -> str:
+    """The text of a conversation row (``session_id``, ``created_at``, ``role``,
+    ``content``)."""
+    bound = (row.session_id, row.created_at, row.role)
+    text: str = sealer.open("session_conversations", "content", bound, row.content)
+    return text
+
+
+def message_record(row: AnyRow, sealer: Sealer) -> MessageRecord:
+    """A row of :func:`conversation_select`, opened."""
+    return MessageRecord(
+        row.id,
+        row.session_id,
+        row.phase_id,
+        row.role,
+        open_content(sealer, row),
+        row.interrupted,
+        row.created_at,
+    )
+
+
+class WindowMessage(NamedTuple):
+    """A message of the resume window, as the history reads it."""
+
+    role: str
+    content: str
+    phase_id: str | None
+    interrupted: bool
+    id: int
+
+
 _WINDOW: Final = (
-    select(_C.role, _C.content, _C.phase_id, _C.interrupted, _C.id)
+    select(_C.role, _C.content, _C.phase_id, _C.interrupted, _C.id, _C.session_id, _C.created_at)
     .where(_C.session_id == bindparam("b_id"))
     .order_by(_C.created_at.desc(), _C.id.desc())
     .limit(bindparam("b_limit"))
 )
 
 
-def fetch_window(conn: Connection, session_id: str, count: int) -> list[AnyRow]:
-    """The newest ``count`` messages, oldest first (role, content, phase, interrupted,
-    id)."""
+def fetch_window(
+    conn: Connection, session_id: str, count: int, sealer: Sealer
+) -> list[WindowMessage]:
+    """The newest ``count`` messages, oldest first, opened."""
     rows = conn.execute(_WINDOW, {"b_id": session_id, "b_limit": count}).all()
-    return list(rows)[::-1]
+    return [
+        WindowMessage(row.role, open_content(sealer, row), row.phase_id, row.interrupted, row.id)
+        for row in reversed(rows)
+    ]

@@ -107,6 +107,7 @@ def create_engine(
     busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
     timeout: float | None = None,
     echo: bool = False,
+    foreign_keys: bool = True,
 ) -> AsyncEngine:
     """Create the async engine for ``url`` with coach's settings.
 
@@ -119,6 +120,8 @@ def create_engine(
             connection or answer one statement (a stalled server never hangs a call).
             ``None`` (migrations, tooling): 10 s to connect, statements unbounded.
         echo: Log every statement (debugging).
+        foreign_keys: Enforce SQLite's foreign keys; migrations turn them off, as
+            SQLite asks for a table rebuilt by copying (its drop would cascade).
 
     Returns:
         The engine; dispose of it with ``await engine.dispose()``.
@@ -127,7 +130,7 @@ def create_engine(
     if parsed.get_backend_name() == "sqlite":
         require_directory(parsed)
         engine = _create_async_engine(parsed, echo=echo)
-        _configure_sqlite(engine, busy_timeout_ms)
+        _configure_sqlite(engine, busy_timeout_ms, foreign_keys=foreign_keys)
         return engine
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
@@ -148,7 +151,9 @@ def create_engine(
     )
 
 
-def _configure_sqlite(engine: AsyncEngine | Engine, busy_timeout_ms: int) -> None:
+def _configure_sqlite(
+    engine: AsyncEngine | Engine, busy_timeout_ms: int, *, foreign_keys: bool = True
+) -> None:
     sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
 
     @event.listens_for(sync, "connect")
@@ -158,7 +163,7 @@ def _configure_sqlite(engine: AsyncEngine | Engine, busy_timeout_ms: int) -> Non
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")
         finally:

@@ -26,6 +26,7 @@ from ..errors import CorruptBlob
 from ..state.retention import Redactor, RemovedSession
 from ..store import WriteZone
 from .codec import EncodedStep, StepCodec
+from .crypto import Sealer
 from .sql import (
     AGENT_STEPS,
     CONVERSATIONS,
@@ -37,7 +38,7 @@ from .sql import (
     STATES,
     USERS,
 )
-from .zones import write_zones
+from .zones import state_record, write_zones
 
 __all__ = ["delete_sessions", "delete_user", "erase_sessions"]
 
@@ -58,12 +59,9 @@ def delete_sessions(conn: Connection, session_ids: Sequence[str]) -> int:
     return deleted
 
 
-def delete_user(conn: Connection, identity: str) -> int | None:
-    """Delete the person with ``identity``, all their sessions and what coach remembered
-    about them; return how many sessions that was (``None``: no such person)."""
-    user_id = conn.execute(select(USERS.c.id).where(USERS.c.identity == identity)).scalar()
-    if user_id is None:
-        return None
+def delete_user(conn: Connection, user_id: str) -> int:
+    """Delete the person, all their sessions and what coach remembered about them; return
+    how many sessions that was."""
     ids = list(conn.scalars(select(SESSIONS.c.id).where(SESSIONS.c.user_id == user_id)))
     deleted = delete_sessions(conn, ids)
     for table in (PERSON_DELTAS, PERSONS):  # what coach remembered about them
@@ -73,49 +71,68 @@ def delete_user(conn: Connection, identity: str) -> int | None:
 
 
 def erase_sessions(
-    conn: Connection, codec: StepCodec, session_ids: Sequence[str], now: datetime
+    conn: Connection,
+    codec: StepCodec,
+    session_ids: Sequence[str],
+    now: datetime,
+    sealers: dict[str, Sealer],
 ) -> int:
     """Delete the sessions like :func:`delete_sessions`, after taking what the same
-    people's other sessions hold of them out of those sessions; return how many
-    sessions there were."""
+    people's other sessions hold of them out of those sessions (``sealers``: user id ->
+    sealer of their owners; a person without one was erased, and is only deleted);
+    return how many sessions there were."""
     removed: list[RemovedSession] = []
     users: set[str] = set()
     for start in range(0, len(session_ids), _CHUNK):
         ids = list(session_ids[start : start + _CHUNK])
-        removed += _removed(conn, ids, users)
+        removed += _removed(conn, ids, users, sealers)
     if removed:
         gone = set(session_ids)
-        others = conn.scalars(
-            select(SESSIONS.c.id).where(SESSIONS.c.user_id.in_(users)).order_by(SESSIONS.c.id)
+        others = conn.execute(
+            select(SESSIONS.c.id, SESSIONS.c.user_id)
+            .where(SESSIONS.c.user_id.in_(users))
+            .order_by(SESSIONS.c.id)
         ).all()
         redactor = Redactor(removed)
-        for other in others:
+        for other, owner in others:
             if other not in gone:
-                _redact_session(conn, codec, redactor, other, now)
+                _redact_session(conn, codec, redactor, other, now, sealers[owner])
     return delete_sessions(conn, session_ids)
 
 
-def _removed(conn: Connection, ids: list[str], users: set[str]) -> list[RemovedSession]:
+def _removed(
+    conn: Connection, ids: list[str], users: set[str], sealers: dict[str, Sealer]
+) -> list[RemovedSession]:
     """The sessions as other sessions may quote them (adding their owners to ``users``)."""
-    work: dict[str, list[dict[str, object]]] = {sid: [] for sid in ids}
+    owners = {
+        sid: (user_id, sealers[user_id], challenge)
+        for sid, user_id, challenge in conn.execute(
+            select(SESSIONS.c.id, SESSIONS.c.user_id, SESSIONS.c.design_challenge).where(
+                SESSIONS.c.id.in_(ids)
+            )
+        )
+        if user_id in sealers
+    }
+    work: dict[str, list[dict[str, object]]] = {sid: [] for sid in owners}
     for sid, data in conn.execute(
-        select(STATES.c.session_id, STATES.c.data).where(STATES.c.session_id.in_(ids))
+        select(STATES.c.session_id, STATES.c.data).where(STATES.c.session_id.in_(list(owners)))
     ):
-        work[sid].append(dict(data or {}))
-    for sid, snapshot in conn.execute(
-        select(PHASE_OUTPUTS.c.session_id, PHASE_OUTPUTS.c.state_snapshot).where(
-            PHASE_OUTPUTS.c.session_id.in_(ids), PHASE_OUTPUTS.c.state_snapshot.is_not(None)
+        work[sid].append(dict(owners[sid][1].open("session_state", "data", (sid,), data) or {}))
+    for sid, phase_id, snapshot in conn.execute(
+        select(
+            PHASE_OUTPUTS.c.session_id, PHASE_OUTPUTS.c.phase_id, PHASE_OUTPUTS.c.state_snapshot
+        ).where(
+            PHASE_OUTPUTS.c.session_id.in_(list(owners)),
+            PHASE_OUTPUTS.c.state_snapshot.is_not(None),
         )
     ):
-        work[sid].append(dict((snapshot or {}).get("data") or {}))
+        zones = owners[sid][1].open("phase_outputs", "state_snapshot", (sid, phase_id), snapshot)
+        work[sid].append(dict((zones or {}).get("data") or {}))
     found = []
-    for sid, user_id, challenge in conn.execute(
-        select(SESSIONS.c.id, SESSIONS.c.user_id, SESSIONS.c.design_challenge).where(
-            SESSIONS.c.id.in_(ids)
-        )
-    ):
+    for sid, (user_id, sealer, challenge) in owners.items():
         users.add(user_id)
-        found.append(RemovedSession(sid, challenge, tuple(work[sid])))
+        opened = sealer.open("sessions", "design_challenge", (sid,), challenge)
+        found.append(RemovedSession(sid, opened, tuple(work[sid])))
     return found
 
 
@@ -132,47 +149,60 @@ _STEP_UPDATE: Final = (
 
 
 def _redact_session(
-    conn: Connection, codec: StepCodec, redactor: Redactor, session_id: str, now: datetime
+    conn: Connection,
+    codec: StepCodec,
+    redactor: Redactor,
+    session_id: str,
+    now: datetime,
+    sealer: Sealer,
 ) -> None:
     """Take what ``redactor`` finds out of one session: zones (with their deltas), phase
     snapshots, the delta log's queries and the memory steps' tool items."""
-    state = conn.execute(
-        select(STATES.c.step, STATES.c.data, STATES.c.template, STATES.c.view)
+    row = conn.execute(
+        select(STATES.c.session_id, STATES.c.step, STATES.c.data, STATES.c.template, STATES.c.view)
         .where(STATES.c.session_id == session_id)
         .with_for_update()
     ).one_or_none()
-    if state is not None:
+    if row is not None:
+        state = state_record(row, sealer)
         zones = {"data": state.data, "template": state.template, "view": state.view}
         if (changed := redactor.zones(zones)) is not None:
             ops = [
                 WriteZone(session_id, zone, changed.zones[zone], delta, state.step + offset)
                 for offset, (zone, delta) in enumerate(changed.deltas)
             ]
-            write_zones(conn, session_id, ops, now)
-    for row in conn.execute(
-        select(PHASE_OUTPUTS.c.id, PHASE_OUTPUTS.c.state_snapshot).where(
+            write_zones(conn, session_id, ops, now, sealer)
+    for out in conn.execute(
+        select(PHASE_OUTPUTS.c.id, PHASE_OUTPUTS.c.phase_id, PHASE_OUTPUTS.c.state_snapshot).where(
             PHASE_OUTPUTS.c.session_id == session_id, PHASE_OUTPUTS.c.state_snapshot.is_not(None)
         )
     ).all():
-        if (snapshot := redactor.zones(row.state_snapshot)) is not None:
+        bound = (session_id, out.phase_id)
+        opened = sealer.open("phase_outputs", "state_snapshot", bound, out.state_snapshot)
+        if (snapshot := redactor.zones(opened)) is not None:
+            sealed = sealer.seal("phase_outputs", "state_snapshot", bound, snapshot.zones)
             conn.execute(
                 PHASE_OUTPUTS.update()
-                .where(PHASE_OUTPUTS.c.id == row.id)
-                .values(state_snapshot=snapshot.zones)
+                .where(PHASE_OUTPUTS.c.id == out.id)
+                .values(state_snapshot=sealed)
             )
-    for row in conn.execute(
+    for delta in conn.execute(
         select(DELTAS.c.step, DELTAS.c.action).where(DELTAS.c.session_id == session_id)
     ).all():
-        if (action := redactor.action(row.action or {})) is not None:
+        bound_delta = (session_id, delta.step)
+        opened_action = sealer.open("state_deltas", "action", bound_delta, delta.action)
+        if (action := redactor.action(opened_action or {})) is not None:
             conn.execute(
                 DELTAS.update()
-                .where(DELTAS.c.session_id == session_id, DELTAS.c.step == row.step)
-                .values(action=action)
+                .where(DELTAS.c.session_id == session_id, DELTAS.c.step == delta.step)
+                .values(action=sealer.seal("state_deltas", "action", bound_delta, action))
             )
-    _redact_steps(conn, codec, redactor, session_id)
+    _redact_steps(conn, codec, redactor, session_id, sealer)
 
 
-def _redact_steps(conn: Connection, codec: StepCodec, redactor: Redactor, session_id: str) -> None:
+def _redact_steps(
+    conn: Connection, codec: StepCodec, redactor: Redactor, session_id: str, sealer: Sealer
+) -> None:
     """Rewrite the tool items that quote an erased session, each decoded (signature and
     allow-list checked) and encoded and signed again by ``codec`` at its position.
     Messages whose text is a conversation row are the session's own words: not read."""
@@ -188,7 +218,8 @@ def _redact_steps(conn: Connection, codec: StepCodec, redactor: Redactor, sessio
     updates = []
     for row in rows:
         try:
-            step = codec.decode(session_id, EncodedStep(*row))
+            payload = sealer.open("agent_steps", "payload", (session_id, row.seq), row.payload)
+            step = codec.decode(session_id, EncodedStep(*row[:4], payload))
         except CorruptBlob as exc:  # never loaded either; nothing of it can be trusted
             log.warning("a memory step cannot be checked for erased sessions: %s", exc)
             continue
@@ -202,7 +233,9 @@ def _redact_steps(conn: Connection, codec: StepCodec, redactor: Redactor, sessio
                 "b_codec": encoded.codec,
                 "b_version": encoded.version,
                 "b_signature": encoded.signature,
-                "b_payload": encoded.payload,
+                "b_payload": sealer.seal(
+                    "agent_steps", "payload", (session_id, row.seq), encoded.payload
+                ),
             }
         )
     if updates:

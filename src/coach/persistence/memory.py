@@ -18,6 +18,7 @@ from sqlalchemy.orm import aliased
 
 from ..errors import CorruptBlob, InvalidWrite
 from .codec import StepCodec
+from .crypto import Sealer
 from .schema import AgentStep, SessionConversation
 from .sql import AGENT_STEPS, SESSIONS, AnyRow
 
@@ -27,6 +28,7 @@ __all__ = [
     "encode_rows",
     "insert_steps",
     "message_text",
+    "opened_steps",
     "read_steps",
     "fetch_steps",
     "fetch_steps_from_message",
@@ -130,8 +132,13 @@ def step_window(
     return first, end
 
 
+_TEXT: Final = (
+    SessionConversation.content,
+    SessionConversation.created_at.label("message_at"),
+    SessionConversation.role.label("message_role"),
+)
 _STEPS: Final = (
-    select(*_COLUMNS, SessionConversation.content)
+    select(*_COLUMNS, *_TEXT)
     .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
     .where(
         AgentStep.session_id == bindparam("b_id"),
@@ -163,7 +170,7 @@ _FROM_MESSAGE: Final = func.coalesce(
     bindparam("b_first"),
 )
 _STEPS_FROM_MESSAGE: Final = (
-    select(*_COLUMNS, SessionConversation.content, _FROM_MESSAGE.label("start"))
+    select(*_COLUMNS, *_TEXT, _FROM_MESSAGE.label("start"))
     .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
     .where(
         AgentStep.session_id == bindparam("b_id"),
@@ -202,8 +209,31 @@ def read_steps(
     return first, end, fetch_steps(conn, session_id, first, end)
 
 
+def opened_steps(sealer: Sealer, session_id: str, rows: Sequence[AnyRow]) -> list[tuple[Any, ...]]:
+    """Rows of :func:`fetch_steps` as the codec reads them — ``(seq, codec, version,
+    signature, payload, text)`` — their payload and message text opened.
+
+    Raises:
+        CorruptBlob: A sealed value fails its authentication.
+    """
+    opened = []
+    for row in rows:
+        payload = sealer.open("agent_steps", "payload", (session_id, row.seq), row.payload)
+        text = row.content
+        if text is not None:
+            bound = (session_id, row.message_at, row.message_role)
+            text = sealer.open("session_conversations", "content", bound, text)
+        opened.append((row.seq, row.codec, row.version, row.signature, payload, text))
+    return opened
+
+
 def _decode_all(
-    codec: StepCodec, session_id: str, rows: Sequence[AnyRow], first: int, end: int
+    codec: StepCodec,
+    sealer: Sealer,
+    session_id: str,
+    rows: Sequence[AnyRow],
+    first: int,
+    end: int,
 ) -> list[object]:
     if len(rows) != end - first:
         present = {row.seq for row in rows}
@@ -212,16 +242,21 @@ def _decode_all(
             f"session {session_id}: memory step {missing} is missing "
             f"({len(rows)} of steps {first}..{end - 1} stored)"
         )
-    return codec.decode_rows(session_id, rows)
+    return codec.decode_rows(session_id, opened_steps(sealer, session_id, rows))
 
 
 def decode_or_empty(
-    codec: StepCodec, session_id: str, rows: Sequence[AnyRow], first: int, end: int
+    codec: StepCodec,
+    sealer: Sealer,
+    session_id: str,
+    rows: Sequence[AnyRow],
+    first: int,
+    end: int,
 ) -> list[object]:
     """The decoded steps ``first .. end - 1``; ``[]`` (logged) if any is missing, corrupt,
     tampered with or foreign. Nothing of a rejected blob is ever executed."""
     try:
-        return _decode_all(codec, session_id, rows, first, end)
+        return _decode_all(codec, sealer, session_id, rows, first, end)
     except CorruptBlob as exc:
         log.error(
             "stored memory steps cannot be loaded; falling back to reconstruction: %s",

@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._resources import resource_path
 from ..errors import ConfigError, StorageError
 from .engine import create_engine, normalize_url, write_engine
+from .keystore import HeldKeys, Vault
 from .schema import Base
 
 if TYPE_CHECKING:
@@ -107,7 +109,9 @@ def _at_head(connection: Connection) -> bool:
     return head is not None and _current(connection) == head
 
 
-def _upgrade(connection: Connection, url: str | URL, secret: bytes | None, revision: str) -> bool:
+def _upgrade(
+    connection: Connection, url: str | URL, secret: bytes | None, keys: object, revision: str
+) -> bool:
     """Migrate under the lock; False (and nothing done) when a newer release migrated the
     database past every revision this release knows."""
     if connection.dialect.name == "postgresql":
@@ -121,14 +125,42 @@ def _upgrade(connection: Connection, url: str | URL, secret: bytes | None, revis
         return False
     config = alembic_config(url, secret=secret)
     config.attributes["connection"] = connection
+    if keys is not None:
+        config.attributes["keys"] = keys
     command.upgrade(config, revision)
     return True
 
 
-async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | None = None) -> None:
+def _user_ids(connection: Connection) -> list[str]:
+    if not inspect(connection).has_table("users"):
+        return []
+    ids = connection.execute(text("SELECT id FROM users")).scalars()
+    return [str(user_id).replace("-", "") for user_id in ids]
+
+
+async def _held(engine: AsyncEngine, vault: Vault | None, *, create: bool) -> HeldKeys | None:
+    """Every stored person's keys, for a migration that seals or opens their data."""
+    if vault is None:
+        return None
+    async with engine.connect() as conn:
+        if await conn.run_sync(_at_head) and create:
+            return None
+        ids = await conn.run_sync(_user_ids)
+    return await vault.hold(ids, create=create)
+
+
+async def upgrade(
+    url: str | URL,
+    revision: str = "head",
+    *,
+    secret: bytes | None = None,
+    vault: Vault | None = None,
+) -> None:
     """Apply the migrations to ``url`` up to ``revision``; idempotent.
 
-    ``secret`` is the memory-step HMAC key (for migrations that re-sign stored steps).
+    ``secret`` is the memory-step HMAC key (for migrations that re-sign stored steps);
+    ``vault`` holds the people's data keys (for the migration that seals their data:
+    every stored person gets a key first).
 
     A database a newer release already migrated is left as it is: this release runs on
     it if that release's migrations kept what it uses (:func:`require_current`).
@@ -137,10 +169,11 @@ async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | Non
         StorageError: When the database cannot be reached or a migration fails.
         ConfigError: A newer release migrated it in a way this release cannot use.
     """
-    engine = create_engine(url, pool_size=1, max_overflow=0)
+    engine = create_engine(url, pool_size=1, max_overflow=0, foreign_keys=False)
     try:
+        keys = await _held(engine, vault, create=True)
         async with write_engine(engine).begin() as conn:
-            migrated = await conn.run_sync(_upgrade, url, secret, revision)
+            migrated = await conn.run_sync(_upgrade, url, secret, keys, revision)
     except SQLAlchemyError as exc:
         reason = _first_line(getattr(exc, "orig", None) or exc)
         raise StorageError(f"migrating the database failed: {reason}") from exc
@@ -152,18 +185,62 @@ async def upgrade(url: str | URL, revision: str = "head", *, secret: bytes | Non
         await require_current(url)
 
 
-async def ensure_schema(url: str | URL, *, secret: bytes | None = None) -> None:
+async def downgrade(url: str | URL, revision: str, *, secret: bytes, vault: Vault) -> None:
+    """Undo the migrations after ``revision`` (an operator going back to an older release);
+    a migration that sealed personal data opens it again with ``vault``'s keys.
+
+    Raises:
+        StorageError: When the database cannot be reached or a migration fails.
+    """
+    from alembic import command
+
+    engine = create_engine(url, pool_size=1, max_overflow=0, foreign_keys=False)
+
+    def run(connection: Connection, keys: HeldKeys | None) -> None:
+        config = alembic_config(url, secret=secret)
+        config.attributes["connection"] = connection
+        config.attributes["keys"] = keys
+        command.downgrade(config, revision)
+
+    try:
+        keys = await _held(engine, vault, create=False)
+        async with write_engine(engine).begin() as conn:
+            await conn.run_sync(run, keys)
+    except SQLAlchemyError as exc:
+        reason = _first_line(getattr(exc, "orig", None) or exc)
+        raise StorageError(f"migrating the database failed: {reason}") from exc
+    finally:
+        await engine.dispose()
+
+
+async def ensure_schema(
+    url: str | URL, *, secret: bytes | None = None, vault: Vault | None = None
+) -> None:
     """Bring the schema at ``url`` to the newest revision (the embedded-SQLite auto-migrate).
 
     The same as :func:`upgrade` to ``head``; the caller decides when to use it (the
     worker does for the embedded SQLite default only).
     """
-    await upgrade(url, secret=secret)
+    await upgrade(url, secret=secret, vault=vault)
 
 
-def upgrade_sync(url: str | URL, revision: str = "head", *, secret: bytes | None = None) -> None:
+def upgrade_sync(
+    url: str | URL,
+    revision: str = "head",
+    *,
+    secret: bytes | None = None,
+    vault: Vault | None = None,
+) -> None:
     """:func:`upgrade` for code that runs outside an event loop (CLI, scripts)."""
-    asyncio.run(upgrade(url, revision, secret=secret))
+
+    async def run() -> None:
+        try:
+            await upgrade(url, revision, secret=secret, vault=vault)
+        finally:
+            if vault is not None:
+                await vault.aclose()
+
+    asyncio.run(run())
 
 
 def _current(connection: Connection) -> str | None:

@@ -11,13 +11,24 @@ from sqlalchemy.engine import Connection
 
 from ..errors import InvalidWrite
 from ..store import ClosePhase, PhaseOutputRecord, SavePhaseOutput
+from .crypto import Sealer
 from .schema import PHASE_STATUSES, PhaseOutput, new_id
-from .sql import PHASE_OUTPUTS, AnySelect, check_status, clean_text, fit, json_object, upsert
+from .sql import (
+    PHASE_OUTPUTS,
+    AnyRow,
+    AnySelect,
+    check_status,
+    clean_text,
+    fit,
+    json_object,
+    upsert,
+)
 
 __all__ = [
     "OUTPUT_COLUMNS",
     "check_phase_output",
     "close_phases",
+    "output_record",
     "outputs_select",
     "save_phase_outputs",
 ]
@@ -36,6 +47,19 @@ OUTPUT_COLUMNS: Final = (
     PhaseOutput.updated_at,
 )
 _PROMPTS: Final = frozenset({"system_prompt", "user_input"})
+_TEXTS: Final = ("system_prompt", "user_input", "output", "error")
+
+
+def output_record(row: AnyRow, sealer: Sealer, *, prompt_marker: bool = False) -> PhaseOutputRecord:
+    """A row of :data:`OUTPUT_COLUMNS`, opened with the session owner's ``sealer``. With
+    ``prompt_marker`` the system prompt is the clear ``""``/``None`` marker of "there is
+    one" (resume reads no prompt)."""
+    values = row._asdict()
+    marker = values.pop("system_prompt") if prompt_marker else None
+    opened = sealer.open_row("phase_outputs", values)
+    if prompt_marker:
+        opened["system_prompt"] = marker
+    return PhaseOutputRecord(**opened)
 
 
 def check_phase_output(op: SavePhaseOutput) -> SavePhaseOutput:
@@ -50,22 +74,22 @@ def check_phase_output(op: SavePhaseOutput) -> SavePhaseOutput:
 
 
 def save_phase_outputs(
-    conn: Connection, ops: list[tuple[SavePhaseOutput, datetime]]
+    conn: Connection, ops: list[tuple[SavePhaseOutput, datetime]], sealers: dict[str, Sealer]
 ) -> list[PhaseOutputRecord]:
     """Upsert each output (with its time) in order; ``None`` prompts and output keep the
     stored value."""
     records = []
     for op, now in ops:
+        sealer = sealers[op.session_id]
+        texts = {name: clean_text(getattr(op, name)) for name in _TEXTS}
+        row = (op.session_id, op.phase_id)
         stmt = upsert(conn, PHASE_OUTPUTS).values(
             id=new_id(),
             session_id=op.session_id,
             phase_id=op.phase_id,
             phase_name=op.phase_name,
             status=op.status,
-            system_prompt=clean_text(op.system_prompt),
-            user_input=clean_text(op.user_input),
-            output=clean_text(op.output),
-            error=clean_text(op.error),
+            **{name: sealer.seal("phase_outputs", name, row, text) for name, text in texts.items()},
             created_at=now,
             updated_at=now,
         )
@@ -86,7 +110,7 @@ def save_phase_outputs(
                 "state_snapshot": null(),
             },
         ).returning(*(PHASE_OUTPUTS.c[c.key] for c in OUTPUT_COLUMNS))
-        records.append(PhaseOutputRecord(*(conn.execute(stmt)).one()))
+        records.append(output_record(conn.execute(stmt).one(), sealer))
     return records
 
 
@@ -118,9 +142,11 @@ _CLOSE: Final = (
 )
 
 
-def close_phases(conn: Connection, ops: list[ClosePhase]) -> None:
+def close_phases(conn: Connection, ops: list[ClosePhase], sealers: dict[str, Sealer]) -> None:
     """Record where each completed phase ends (a phase not completed is left alone)."""
     for op in ops:
+        row = (op.session_id, op.phase_id)
+        zones = sealers[op.session_id].seal("phase_outputs", "state_snapshot", row, op.zones)
         conn.execute(
             _CLOSE,
             {
@@ -128,7 +154,7 @@ def close_phases(conn: Connection, ops: list[ClosePhase]) -> None:
                 "b_phase": op.phase_id,
                 "b_memory": op.memory_end,
                 "b_state": op.state_end,
-                "b_zones": op.zones,
+                "b_zones": zones,
             },
         )
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
@@ -22,7 +24,14 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..errors import BranchRefused, ConfigError, SessionNotFound, StorageError
+from ..errors import (
+    BranchRefused,
+    ConfigError,
+    InvalidWrite,
+    PersonErased,
+    SessionNotFound,
+    StorageError,
+)
 from ..state.resume import DEFAULT_MAX_PAIRS
 from ..state.zones import Delta, DeltaSpec, Zone
 from ..store import (
@@ -41,32 +50,38 @@ from ..store import (
     UserRecord,
     WriteOp,
     WriteZone,
+    check_identity,
+    clean_text,
     identity_keys,
 )
+from ..store.text import MAX_IDENTITY
 from .batch import Applied, Plan
 from .branches import branch, branch_after_message
 from .codec import StepCodec
-from .conversation import conversation_select
+from .conversation import conversation_select, message_record
+from .crypto import MasterKeys, Sealer
 from .engine import DEFAULT_TIMEOUT, Database, create_engine
+from .keystore import KEY_CACHE, Vault
 from .lifecycle import delete_user, erase_sessions
 from .memory import StepLinks, decode_or_empty, fetch_steps, read_steps, step_links, stored_count
 from .migrate import require_current, upgrade
 from .person import fetch_person, person_deltas, write_person
-from .phases import outputs_select
+from .phases import output_record, outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
 from .schema import SESSION_STATUSES, SessionRow, SessionState, User, new_id, utcnow
 from .sessions import (
     expired_select,
     insert_session,
+    insert_user,
     recent_sessions_select,
     room_session_select,
     session_record,
     session_select,
-    upsert_user,
+    user_record,
     user_select,
     user_sessions_select,
 )
-from .sql import SESSIONS, check_status
+from .sql import SESSIONS, USERS, check_status
 from .zones import delta_record, deltas_select, fetch_state
 
 __all__ = ["DEFAULT_PHASE_IDS", "Repository", "open_repository"]
@@ -92,9 +107,13 @@ worker thread, where a thread hand-off is cheap next to the work."""
 class Repository:
     """Async access to everything coach stores; safe to share between tasks.
 
+    Every personal field is sealed with its person's data key (:mod:`.crypto`) before it
+    reaches a statement, and opened after it is read; the keys come from ``vault``.
+
     Args:
         database: Where the units of work run; closed by :meth:`aclose`.
         secret: The HMAC key of memory steps (``Settings.memory_secret``).
+        vault: The people's data keys; closed by :meth:`aclose`.
         phase_ids: The manifest's phase ids, in order; used for progress and resume.
         clock: Returns the current UTC time; tests pass a fixed clock.
     """
@@ -104,12 +123,16 @@ class Repository:
         database: Database,
         *,
         secret: bytes,
+        vault: Vault,
         phase_ids: Sequence[str] = DEFAULT_PHASE_IDS,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         if not phase_ids:
             raise ValueError("phase_ids must name at least one phase")
         self._db = database
+        self.vault = vault
+        """The people's data keys."""
+        self._owners: OrderedDict[str, str] = OrderedDict()
         self._engine: AsyncEngine | None = None
         self._codec = StepCodec(secret)
         self._phase_ids = tuple(phase_ids)
@@ -141,6 +164,7 @@ class Repository:
     async def aclose(self) -> None:
         """Close the repository and its connections."""
         await self._db.dispose()
+        await self.vault.aclose()
         if self._engine is not None:
             await self._engine.dispose()
 
@@ -158,8 +182,72 @@ class Repository:
     async def _rows(self, stmt: Any, what: str) -> list[Any]:
         return await self._read(lambda conn: list(conn.execute(stmt).all()), what)
 
-    async def _sessions(self, stmt: Any, what: str) -> list[SessionRecord]:
-        return [session_record(row) for row in await self._rows(stmt, what)]
+    async def _sessions(
+        self, stmt: Any, what: str, *, skip_erased: bool = False
+    ) -> list[SessionRecord]:
+        """The sessions ``stmt`` selects, opened; a session of an erased person raises
+        :class:`PersonErased` (or, with ``skip_erased``, is left out)."""
+        rows = await self._rows(stmt, what)
+        sealers = await self.vault.sealers({row.user_id for row in rows})
+        records = []
+        for row in rows:
+            sealer = sealers.get(row.user_id)
+            if sealer is None:
+                if skip_erased:
+                    continue
+                raise PersonErased(row.user_id)
+            self._remember(row.id, row.user_id)
+            records.append(session_record(row, sealer))
+        return records
+
+    def _remember(self, session_id: str, user_id: str) -> None:
+        self._owners[session_id] = user_id
+        self._owners.move_to_end(session_id)
+        while len(self._owners) > KEY_CACHE:
+            self._owners.popitem(last=False)
+
+    async def _owner_sealers(
+        self, session_ids: Iterable[str], *, skip_erased: bool = False
+    ) -> dict[str, Sealer]:
+        """Session id -> the sealer of its owner, for the sessions that exist.
+
+        Raises:
+            PersonErased: An owner's data key is destroyed (unless ``skip_erased``).
+        """
+        ids = set(session_ids)
+        owners = {sid: self._owners[sid] for sid in ids if sid in self._owners}
+        if missing := ids - owners.keys():
+            stmt = select(SESSIONS.c.id, SESSIONS.c.user_id).where(
+                SESSIONS.c.id.in_(sorted(missing))
+            )
+            for sid, user_id in await self._rows(stmt, "read session owners"):
+                owners[sid] = user_id
+                self._remember(sid, user_id)
+        people = await self.vault.sealers(set(owners.values()))
+        found = {}
+        for sid, user_id in owners.items():
+            if user_id in people:
+                found[sid] = people[user_id]
+            elif not skip_erased:
+                raise PersonErased(user_id)
+        return found
+
+    async def _sealer_of(self, session_id: str) -> Sealer | None:
+        """The sealer of the session's owner; ``None`` for an unknown session."""
+        return (await self._owner_sealers([session_id])).get(session_id)
+
+    async def _person_sealer(self, user_id: str) -> Sealer | None:
+        """The person's sealer; ``None`` if there is no such user.
+
+        Raises:
+            PersonErased: The user is stored but their data key is destroyed.
+        """
+        sealer = (await self.vault.sealers([user_id])).get(user_id)
+        if sealer is None:
+            stmt = select(USERS.c.id).where(USERS.c.id == user_id)
+            if await self._rows(stmt, "read a person"):
+                raise PersonErased(user_id)
+        return sealer
 
     async def _apply(
         self,
@@ -174,11 +262,14 @@ class Repository:
             plan = Plan.of(ops, self._codec, self._clock)
         else:
             plan = await asyncio.to_thread(Plan.of, ops, self._codec, self._clock)
+        sealers = await self._owner_sealers(plan.session_ids)
+        if missing := sorted(plan.session_ids - sealers.keys()):
+            raise SessionNotFound(missing[0])
 
         def unit(conn: Connection) -> Applied:
             if before is not None:
                 before(conn)
-            return plan.apply(conn)
+            return plan.apply(conn, sealers)
 
         try:
             return await self._db.run(unit, write=True, what=what)
@@ -192,36 +283,89 @@ class Repository:
                     raise SessionNotFound(missing[0]) from exc
             raise
 
-    async def _decode(self, session_id: str, rows: list[Any], first: int, end: int) -> list[object]:
+    async def _decode(
+        self, sealer: Sealer, session_id: str, rows: list[Any], first: int, end: int
+    ) -> list[object]:
+        args = (self._codec, sealer, session_id, rows, first, end)
         if len(rows) <= _STEPS_ON_LOOP:
-            return decode_or_empty(self._codec, session_id, rows, first, end)
-        return await asyncio.to_thread(decode_or_empty, self._codec, session_id, rows, first, end)
+            return decode_or_empty(*args)
+        return await asyncio.to_thread(decode_or_empty, *args)
 
     # -- users and sessions -----------------------------------------------------------
 
     async def get_or_create_user(
         self, identity: str, display_name: str | None = None
     ) -> UserRecord:
-        """The user with ``identity``, created if needed (race-safe)."""
-        now = self._clock()
-        return await self._db.run(
-            lambda conn: upsert_user(conn, identity, display_name, now),
-            write=True,
-            what="get_or_create_user",
+        """The user with ``identity``, created if needed with a new data key (race-safe:
+        two workers creating the same person agree on the first).
+
+        Raises:
+            InvalidWrite: ``identity`` fails :func:`~coach.store.check_identity`, or the
+                display name is longer than an identity may be; nothing is written.
+        """
+        identity = check_identity(identity)
+        display_name = clean_text(display_name)
+        if display_name is not None and len(display_name) > MAX_IDENTITY:
+            raise InvalidWrite(f"A display name can have at most {MAX_IDENTITY} characters.")
+        identity_hash = await self.vault.identity_hash(identity)
+        for _ in range(3):
+            found = await self._find_user([identity_hash])
+            if found is not None:
+                if display_name is not None and display_name != found.display_name:
+                    return await self._rename(found, display_name)
+                return found
+            user_id = new_id()
+            sealer = await self.vault.create(user_id)
+            now = self._clock()
+            add = functools.partial(
+                insert_user,
+                user_id=user_id,
+                identity_hash=identity_hash,
+                identity=identity,
+                display_name=display_name,
+                sealer=sealer,
+                now=now,
+            )
+            created = await self._db.run(add, write=True, what="get_or_create_user")
+            if created is not None:
+                return created
+            await self.vault.destroy([user_id])  # another worker created them first
+        raise StorageError(f"get_or_create_user failed: {identity_hash[:12]} keeps changing")
+
+    async def _rename(self, user: UserRecord, display_name: str) -> UserRecord:
+        sealer = await self.vault.sealer(user.id)
+        sealed = sealer.seal("users", "display_name", (user.id,), display_name)
+        stmt = (
+            USERS.update()
+            .where(USERS.c.id == user.id)
+            .values(display_name=sealed, updated_at=self._clock())
         )
+        await self._db.run(lambda conn: conn.execute(stmt), write=True, what="get_or_create_user")
+        return dataclasses.replace(user, display_name=display_name)
+
+    async def _find_user(self, hashes: Sequence[str]) -> UserRecord | None:
+        stmt = user_select().add_columns(User.identity_hash).where(User.identity_hash.in_(hashes))
+        rows = {row.identity_hash: row for row in await self._rows(stmt, "find_user")}
+        row = next((rows[h] for h in hashes if h in rows), None)
+        if row is None:
+            return None
+        return user_record(row, await self.vault.sealer(row.id))
 
     async def find_user(self, identity: str) -> UserRecord | None:
         """The user with ``identity``, or ``None`` (never creates one). A user stored
-        before identities were normalised is found by the spelling they were stored with."""
-        keys = identity_keys(identity)
-        rows = await self._rows(user_select().where(User.identity.in_(keys)), "find_user")
-        found = {row[1]: UserRecord(*row) for row in rows}
-        return next((found[key] for key in keys if key in found), None)
+        before identities were normalised is found by the spelling they were stored with.
+
+        Raises:
+            PersonErased: The user is stored, but their data key is destroyed.
+        """
+        return await self._find_user(
+            [await self.vault.identity_hash(key) for key in identity_keys(identity)]
+        )
 
     async def get_user(self, user_id: str) -> UserRecord | None:
         """The user with id ``user_id``, or ``None``."""
         rows = await self._rows(user_select().where(User.id == user_id), "get_user")
-        return UserRecord(*rows[0]) if rows else None
+        return user_record(rows[0], await self.vault.sealer(user_id)) if rows else None
 
     async def create_session(
         self,
@@ -238,6 +382,10 @@ class Repository:
             *(new_id(), user_id, design_challenge, "in_progress", None, None, now, now),
             room=room,
         )
+        sealer = await self._person_sealer(user_id)
+        if sealer is None:
+            raise StorageError(f"create_session failed: there is no user {user_id[:40]}")
+        self._remember(session.id, user_id)
         ops = []
         if first_phase is not None:
             done = first_phase
@@ -249,7 +397,9 @@ class Repository:
             )
             if done.phase_id in self._phase_ids:
                 session = dataclasses.replace(session, completed_phases=1)
-        await self._apply(ops, "create_session", before=lambda conn: insert_session(conn, session))
+        await self._apply(
+            ops, "create_session", before=lambda conn: insert_session(conn, session, sealer)
+        )
         return session
 
     async def branch_session(
@@ -264,17 +414,29 @@ class Repository:
                 session_id, phase_id or "", "Branch from a phase or from a message, not both."
             )
 
+        sealer = await self._sealer_of(session_id)
+        if sealer is None:
+            raise SessionNotFound(session_id)
+        ids = self._phase_ids
+
         def unit(conn: Connection) -> str:
             if after_message is not None:
                 return branch_after_message(
-                    conn, self._codec, session_id, after_message, phase_ids=self._phase_ids, now=now
+                    conn,
+                    self._codec,
+                    session_id,
+                    after_message,
+                    phase_ids=ids,
+                    now=now,
+                    sealer=sealer,
                 )
             assert phase_id is not None
             return branch(
-                conn, self._codec, session_id, phase_id, phase_ids=self._phase_ids, now=now
+                conn, self._codec, session_id, phase_id, phase_ids=ids, now=now, sealer=sealer
             )
 
         branch_id = await self._db.run(unit, write=True, what="branch_session")
+        self._remember(branch_id, sealer.owner_id)
         found = await self.get_session(branch_id)
         assert found is not None
         return found
@@ -284,18 +446,32 @@ class Repository:
         hold of it (:func:`~.lifecycle.erase_sessions`; one transaction); False if
         unknown."""
         now = self._clock()
+        owners = await self._owner_sealers([session_id], skip_erased=True)
+        people = {sealer.owner_id: sealer for sealer in owners.values()}
         deleted = await self._db.run(
-            lambda conn: erase_sessions(conn, self._codec, [session_id], now),
+            lambda conn: erase_sessions(conn, self._codec, [session_id], now, people),
             write=True,
             what="delete_session",
         )
         return deleted > 0
 
     async def delete_user(self, identity: str) -> int | None:
-        """Erase a person: the user and all their sessions with every row of them (one
-        transaction). Returns how many sessions were erased; ``None`` if unknown."""
+        """Erase a person: their data key first — what any copy of the database holds of
+        them can then be read by no one —, then the user and all their sessions with every
+        row of them (one transaction). Returns how many sessions were erased; ``None`` if
+        unknown."""
+        hashes = [await self.vault.identity_hash(key) for key in identity_keys(identity)]
+        rows = await self._rows(
+            select(USERS.c.id, USERS.c.identity_hash).where(USERS.c.identity_hash.in_(hashes)),
+            "delete_user",
+        )
+        by_hash = {row.identity_hash: row.id for row in rows}
+        user_id = next((by_hash[h] for h in hashes if h in by_hash), None)
+        if user_id is None:
+            return None
+        await self.vault.destroy([user_id])
         return await self._db.run(
-            lambda conn: delete_user(conn, identity), write=True, what="delete_user"
+            lambda conn: delete_user(conn, user_id), write=True, what="delete_user"
         )
 
     async def prune_sessions(
@@ -309,13 +485,20 @@ class Repository:
             check_status(status, SESSION_STATUSES, "session")
 
         stmt = expired_select(self._phase_ids, older_than, status)
+        users = {row.user_id for row in await self._rows(stmt, "prune_sessions")}
+        people = await self.vault.sealers(users)
         now = self._clock()
 
         def unit(conn: Connection) -> list[SessionRecord]:
-            found = [session_record(row) for row in conn.execute(stmt)]
+            rows = conn.execute(stmt).all()
             if not dry_run:
-                erase_sessions(conn, self._codec, [s.id for s in found], now)
-            return found
+                erase_sessions(conn, self._codec, [row.id for row in rows], now, people)
+            return [
+                session_record(row, people[row.user_id])
+                if row.user_id in people
+                else SessionRecord(row.id, row.user_id, None, *row[3:12])
+                for row in rows
+            ]
 
         return await self._db.run(unit, write=not dry_run, what="prune_sessions")
 
@@ -334,7 +517,11 @@ class Repository:
         self, user_id: str, *, limit: int | None = None
     ) -> list[SessionRecord]:
         """The user's sessions, newest first (``limit`` at most, in the query), each with
-        its completed-phase count."""
+        its completed-phase count.
+
+        Raises:
+            PersonErased: The user's data key is destroyed.
+        """
         stmt = user_sessions_select(self._phase_ids, user_id)
         if limit is not None:
             stmt = stmt.limit(limit)
@@ -355,11 +542,19 @@ class Repository:
             .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
         )
         rows = await self._rows(stmt, "get_past_work")
-        return [(str(row[0]), dict(row[1] or {})) for row in rows]
+        sealer = await self._person_sealer(user_id) if rows else None
+        if sealer is None:
+            return []
+        return [
+            (str(sid), dict(sealer.open("session_state", "data", (sid,), data) or {}))
+            for sid, data in rows
+        ]
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
-        """The most recently updated sessions of every user (the operator's view)."""
-        return await self._sessions(recent_sessions_select(self._phase_ids, limit), "list_sessions")
+        """The most recently updated sessions of every user (the operator's view); those of
+        erased people (in a copy of the database) are left out."""
+        stmt = recent_sessions_select(self._phase_ids, limit)
+        return await self._sessions(stmt, "list_sessions", skip_erased=True)
 
     async def find_room_session(self, user_id: str, room: str) -> SessionRecord | None:
         """The user's most recent in-progress session in ``room``."""
@@ -404,7 +599,9 @@ class Repository:
     ) -> list[PhaseOutputRecord]:
         """The session's phase outputs in creation order (prompts only when asked)."""
         stmt = outputs_select(session_id, include_prompts=include_prompts)
-        return [PhaseOutputRecord(*row) for row in await self._rows(stmt, "get_phase_outputs")]
+        rows = await self._rows(stmt, "get_phase_outputs")
+        sealer = await self._sealer_of(session_id) if rows else None
+        return [output_record(row, sealer) for row in rows] if sealer is not None else []
 
     # -- conversation (the conversation zone) -------------------------------------------
 
@@ -450,7 +647,8 @@ class Repository:
         rows = await self._rows(stmt, "get_session_conversation")
         if before_id is not None or from_end:
             rows.reverse()
-        return [MessageRecord(*row) for row in rows]
+        sealer = await self._sealer_of(session_id) if rows else None
+        return [message_record(row, sealer) for row in rows] if sealer is not None else []
 
     # -- agent memory steps -------------------------------------------------------------
 
@@ -463,14 +661,15 @@ class Repository:
         """Store the steps of the full list not stored yet, reading the stored count in
         the same transaction, under the session's lock; return the count afterwards."""
         steps = list(steps)
+        sealers = await self._owner_sealers([session_id])
 
         def unit(conn: Connection) -> int:
             stored = stored_count(conn, session_id, lock=True)
-            if stored is None:
+            if stored is None or session_id not in sealers:
                 raise SessionNotFound(session_id)
             if len(steps) > stored:
                 new = AppendSteps(session_id, stored, tuple(steps[stored:]))
-                Plan.of([new], self._codec, self._clock).apply(conn)
+                Plan.of([new], self._codec, self._clock).apply(conn, sealers)
             return max(stored, len(steps))
 
         return await self._db.run(unit, write=True, what="save_agent_state")
@@ -496,7 +695,8 @@ class Repository:
             lambda conn: read_steps(conn, session_id, newest=newest, since=since, limit=limit),
             "load_agent_state",
         )
-        return await self._decode(session_id, rows, first, end)
+        sealer = await self._sealer_of(session_id) if rows else None
+        return await self._decode(sealer, session_id, rows, first, end) if sealer else []
 
     async def get_step_page(
         self, session_id: str, *, before: int | None = None, limit: int
@@ -512,7 +712,8 @@ class Repository:
             return first, end, rows, step_links(conn, session_id, first, end)
 
         first, end, rows, (message_ids, phase_ids) = await self._read(unit, "get_step_page")
-        steps = await self._decode(session_id, rows, first, end)
+        sealer = await self._sealer_of(session_id) if rows else None
+        steps = await self._decode(sealer, session_id, rows, first, end) if sealer else []
         if not steps:
             return StepPage(first, [], [], [])
         return StepPage(first, steps, message_ids, phase_ids)
@@ -521,7 +722,10 @@ class Repository:
 
     async def get_person(self, user_id: str) -> PersonRecord:
         """What the user agreed coach may remember (step 0 and no facts before any write)."""
-        return await self._read(lambda conn: fetch_person(conn, user_id), "get_person")
+        sealer = await self._person_sealer(user_id)
+        if sealer is None:
+            return PersonRecord(user_id, 0)
+        return await self._read(lambda conn: fetch_person(conn, user_id, sealer), "get_person")
 
     async def update_person(
         self,
@@ -533,19 +737,30 @@ class Repository:
     ) -> tuple[PersonRecord, Delta]:
         """Replace the person record and record its delta, atomically (see the protocol)."""
         now = utcnow()
+        sealer = await self._person_sealer(user_id)
+        if sealer is None:
+            raise InvalidWrite(f"No user {user_id[:40]}: nothing was remembered.")
         return await self._db.run(
-            lambda conn: write_person(conn, user_id, value, delta, expected_step, now),
+            lambda conn: write_person(conn, user_id, value, delta, expected_step, now, sealer),
             write=True,
             what="update_person",
         )
 
     async def get_person_deltas(self, user_id: str) -> list[Delta]:
         """The person record's deltas in step order."""
-        return await self._read(lambda conn: person_deltas(conn, user_id), "get_person_deltas")
+        sealer = await self._person_sealer(user_id)
+        if sealer is None:
+            return []
+        return await self._read(
+            lambda conn: person_deltas(conn, user_id, sealer), "get_person_deltas"
+        )
 
     async def get_state(self, session_id: str) -> StateRecord:
         """The session's zoned state (step 0 and empty zones before any write)."""
-        return await self._read(lambda conn: fetch_state(conn, session_id), "get_state")
+        sealer = await self._sealer_of(session_id)
+        if sealer is None:
+            return StateRecord(session_id, 0)
+        return await self._read(lambda conn: fetch_state(conn, session_id, sealer), "get_state")
 
     async def _zoned_write(
         self,
@@ -605,7 +820,11 @@ class Repository:
     ) -> list[Delta]:
         """The deltas with ``step > since_step`` in step order, ``limit`` at most."""
         stmt = deltas_select(session_id, since_step, limit)
-        return [delta_record(row) for row in await self._rows(stmt, "get_deltas")]
+        rows = await self._rows(stmt, "get_deltas")
+        sealer = await self._sealer_of(session_id) if rows else None
+        if sealer is None:
+            return []
+        return [delta_record(row, sealer, ("state_deltas", session_id)) for row in rows]
 
     # -- resume and the group commit -----------------------------------------------------
 
@@ -622,11 +841,17 @@ class Repository:
         steps and the zoned state."""
         if max_pairs < 0:
             raise ValueError("max_pairs must not be negative")
+        # The caller's key, and the owner in the query: a foreign id reads no row, as a
+        # missing one does.
+        sealer = await self._person_sealer(user_id)
+        if sealer is None:
+            raise SessionNotFound(session_id)
         loaded = await self._read(
             lambda conn: read_resume(
                 conn,
                 session_id,
                 user_id=user_id,
+                sealer=sealer,
                 phase_ids=self._phase_ids,
                 max_pairs=max_pairs,
                 max_steps=max_steps,
@@ -634,7 +859,7 @@ class Repository:
             "resume_session",
         )
         memory = await self._decode(
-            session_id, list(loaded.step_rows), loaded.steps_from, loaded.stored_steps
+            sealer, session_id, list(loaded.step_rows), loaded.steps_from, loaded.stored_steps
         )
         return ResumeResult(
             session=loaded.session,
@@ -658,6 +883,8 @@ async def open_repository(
     url: str | URL,
     *,
     secret: bytes,
+    master_keys: MasterKeys,
+    keys_url: str | URL | None = None,
     create_schema: bool = False,
     check_schema: bool = False,
     phase_ids: Sequence[str] = DEFAULT_PHASE_IDS,
@@ -671,6 +898,10 @@ async def open_repository(
     Args:
         url: A SQLAlchemy URL (``sqlite:///...`` or ``postgresql://...``, any driver).
         secret: The HMAC key of memory steps (``Settings.memory_secret``).
+        master_keys: The master keys that wrap the people's data keys
+            (``Settings.master_keys``).
+        keys_url: The key store (``COACH_KEYS_URL``; default: a SQLite file beside a
+            SQLite database, see :func:`~.keystore.default_keys_url`).
         create_schema: Run the Alembic migrations first (SQLite; PostgreSQL fleets run
             ``python -m coach db upgrade`` instead).
         check_schema: Check first that the database is reachable and migrated
@@ -683,16 +914,22 @@ async def open_repository(
         clock: Returns the current UTC time (tests pass a fixed clock).
 
     Raises:
-        ConfigError: ``secret`` is not bytes (a str is a mistake: say where it happens).
+        ConfigError: ``secret`` is not bytes (a str is a mistake: say where it happens),
+            or the key store is not named, or is the data database.
     """
     if not isinstance(secret, bytes):
         raise ConfigError(
             f"open_repository: secret must be bytes (Settings.memory_secret), "
             f"not {type(secret).__name__}"
         )
-    if create_schema:
-        await upgrade(url, secret=secret)
-    elif check_schema:
-        await require_current(url)
+    vault = Vault.open(url, master_keys=master_keys, keys_url=keys_url)
+    try:
+        if create_schema:
+            await upgrade(url, secret=secret, vault=vault)
+        elif check_schema:
+            await require_current(url)
+    except BaseException:
+        await vault.aclose()
+        raise
     database = Database(url, pool_size=pool_size, max_overflow=max_overflow, timeout=call_timeout)
-    return Repository(database, secret=secret, phase_ids=phase_ids, clock=clock)
+    return Repository(database, secret=secret, vault=vault, phase_ids=phase_ids, clock=clock)

@@ -19,9 +19,10 @@ from sqlalchemy.engine import Connection
 from ..errors import NothingToResume, SessionCompleted, SessionFailed, SessionNotFound
 from ..state.resume import ResumeContext, completed_phase_ids, next_phase_id, reconstruct_history
 from ..store import PhaseOutputRecord, SessionRecord, StateRecord
-from .conversation import fetch_window
+from .conversation import WindowMessage, fetch_window
+from .crypto import Sealer
 from .memory import fetch_steps_from_message, step_window
-from .phases import OUTPUT_COLUMNS
+from .phases import OUTPUT_COLUMNS, output_record
 from .schema import PhaseOutput, SessionRow
 from .sessions import session_record, session_select
 from .sql import AnyRow, AnySelect
@@ -54,6 +55,7 @@ def read_resume(
     session_id: str,
     *,
     user_id: str,
+    sealer: Sealer,
     phase_ids: Sequence[str],
     max_pairs: int,
     max_steps: int,
@@ -71,20 +73,23 @@ def read_resume(
     row = conn.execute(by_id, {"b_id": session_id, "b_user": user_id}).one_or_none()
     if row is None:
         raise SessionNotFound(session_id)
-    session = session_record(row)
+    session = session_record(row, sealer)
     if session.status == "completed":
         raise SessionCompleted(session_id)
     if session.status == "failed":
         raise SessionFailed(session_id)
-    outputs = [PhaseOutputRecord(*r) for r in conn.execute(outputs_of, {"b_id": session_id})]
+    outputs = [
+        output_record(r, sealer, prompt_marker=True)
+        for r in conn.execute(outputs_of, {"b_id": session_id})
+    ]
     done = completed_phase_ids(outputs)
     if not done:
         raise NothingToResume(session_id)
-    messages: list[AnyRow] = []  # rows name their columns as the history reads them
+    messages: list[WindowMessage] = []
     older = False
     if max_pairs:
         # One message more than the window: whether older ones exist.
-        messages = fetch_window(conn, session_id, 2 * max_pairs + 1)
+        messages = fetch_window(conn, session_id, 2 * max_pairs + 1, sealer)
         older = len(messages) > 2 * max_pairs
         messages = messages[-2 * max_pairs :]
     stored = int(row.memory_steps)
@@ -106,7 +111,7 @@ def read_resume(
         next_phase_id=next_phase_id(phase_ids, outputs),
         context=context,
         outputs=[_without_prompts(o) for o in outputs],
-        state=fetch_state(conn, session_id),
+        state=fetch_state(conn, session_id, sealer),
         stored_steps=stored,
         steps_from=first,
         step_rows=step_rows,

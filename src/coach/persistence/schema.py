@@ -25,7 +25,6 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
-    Text,
     UniqueConstraint,
     false,
 )
@@ -157,8 +156,13 @@ class User(_Audit, Base):
     __tablename__ = "users"
 
     id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
-    identity: Mapped[str] = mapped_column(String(255), unique=True)
-    display_name: Mapped[str | None] = mapped_column(String(255))
+    identity_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    """The keyed hash of the identity (:meth:`~.keystore.Vault.identity_hash`): how a
+    user is found, without the identity stored readable."""
+    identity: Mapped[bytes] = mapped_column(LargeBinary)
+    """The identity, sealed with the person's key (like every personal column below:
+    :data:`~.crypto.SEALED`)."""
+    display_name: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class SessionRow(_Audit, Base):
@@ -173,7 +177,7 @@ class SessionRow(_Audit, Base):
 
     id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
     user_id: Mapped[str] = mapped_column(HexId, ForeignKey("users.id", ondelete="CASCADE"))
-    design_challenge: Mapped[str | None] = mapped_column(Text)
+    design_challenge: Mapped[bytes | None] = mapped_column(LargeBinary)
     status: Mapped[str] = mapped_column(String(16), default="in_progress")
     current_agent: Mapped[str | None] = mapped_column(String(64))
     current_phase_id: Mapped[str | None] = mapped_column(String(64))
@@ -202,16 +206,16 @@ class PhaseOutput(_Audit, Base):
     phase_id: Mapped[str] = mapped_column(String(64))
     phase_name: Mapped[str] = mapped_column(String(255))
     status: Mapped[str] = mapped_column(String(16))
-    system_prompt: Mapped[str | None] = mapped_column(Text)
-    user_input: Mapped[str | None] = mapped_column(Text)
-    output: Mapped[str | None] = mapped_column(Text)
-    error: Mapped[str | None] = mapped_column(Text)
+    system_prompt: Mapped[bytes | None] = mapped_column(LargeBinary)
+    user_input: Mapped[bytes | None] = mapped_column(LargeBinary)
+    output: Mapped[bytes | None] = mapped_column(LargeBinary)
+    error: Mapped[bytes | None] = mapped_column(LargeBinary)
     memory_end: Mapped[int | None] = mapped_column(Integer)
     """Where a completed phase ends, for branching: the memory steps before this position
     (a whole turn: no tool call without its output) ..."""
     state_end: Mapped[int | None] = mapped_column(Integer)
     """... the state step then ..."""
-    state_snapshot: Mapped[dict[str, Any] | None] = mapped_column()
+    state_snapshot: Mapped[bytes | None] = mapped_column(LargeBinary)
     """... and the zones then (``{"data": ..., "template": ..., "view": ...}``)."""
 
 
@@ -228,7 +232,7 @@ class SessionConversation(Base):
     session_id: Mapped[str] = mapped_column(HexId, ForeignKey("sessions.id", ondelete="CASCADE"))
     phase_id: Mapped[str | None] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(16))
-    content: Mapped[str] = mapped_column(Text)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
     interrupted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -265,9 +269,9 @@ class SessionState(_Audit, Base):
         HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
     step: Mapped[int] = mapped_column(Integer, default=0)
-    data: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    template: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    view: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    template: Mapped[bytes] = mapped_column(LargeBinary)
+    view: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class _DeltaFields:
@@ -283,11 +287,11 @@ class _DeltaFields:
     turn_id: Mapped[str | None] = mapped_column(String(64))
     trigger: Mapped[str] = mapped_column(String(16))
     source: Mapped[str] = mapped_column(String(16))
-    actor_id: Mapped[str | None] = mapped_column(String(255))
+    actor_id: Mapped[bytes | None] = mapped_column(LargeBinary)
     delta_type: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(String(255))
-    action: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    result: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    action: Mapped[bytes] = mapped_column(LargeBinary)
+    result: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -311,7 +315,7 @@ class PersonRow(_Audit, Base):
         HexId, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
     )
     step: Mapped[int] = mapped_column(Integer, default=0)
-    value: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    value: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class PersonDelta(_DeltaFields, Base):

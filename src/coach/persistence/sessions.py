@@ -10,9 +10,10 @@ from sqlalchemy import ColumnElement, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidWrite, SessionNotFound, StaleWrite
-from ..store import MAX_IDENTITY, SessionRecord, UserRecord, check_identity
+from ..store import SessionRecord, UserRecord
+from .crypto import Sealer
 from .memory import stored_count
-from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User, new_id
+from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User
 from .sql import (
     SESSIONS,
     STATES,
@@ -20,10 +21,10 @@ from .sql import (
     AnyRow,
     AnySelect,
     check_status,
-    clean_text,
     fit,
     upsert,
 )
+from .zones import empty_zones
 
 __all__ = [
     "SESSION_FIELDS",
@@ -35,7 +36,8 @@ __all__ = [
     "session_record",
     "session_select",
     "session_values",
-    "upsert_user",
+    "insert_user",
+    "user_record",
     "user_select",
     "user_sessions_select",
 ]
@@ -127,37 +129,49 @@ def room_session_select(phase_ids: Sequence[str], user_id: str, room: str) -> An
     )
 
 
-def session_record(row: AnyRow) -> SessionRecord:
-    """The record of a row of :func:`session_select` (columns after it ignored)."""
-    return SessionRecord(*row[:12])
+def session_record(row: AnyRow, sealer: Sealer) -> SessionRecord:
+    """The record of a row of :func:`session_select` (columns after it ignored), its
+    challenge opened with its owner's ``sealer``."""
+    challenge = sealer.open("sessions", "design_challenge", (row[0],), row[2])
+    return SessionRecord(row[0], row[1], challenge, *row[3:12])
 
 
 def user_select() -> AnySelect:
-    """Users as :class:`UserRecord` columns."""
+    """Users as :class:`UserRecord` columns (see :func:`user_record`)."""
     return select(User.id, User.identity, User.display_name, User.created_at)
 
 
-def upsert_user(
-    conn: Connection, identity: str, display_name: str | None, now: datetime
-) -> UserRecord:
-    """Create the user with ``identity`` or update its display name (race-safe).
+def user_record(row: AnyRow, sealer: Sealer) -> UserRecord:
+    """The record of a row of :func:`user_select`, opened with the user's ``sealer``."""
+    opened = sealer.open_row("users", row._asdict())
+    return UserRecord(row.id, opened["identity"], opened["display_name"], row.created_at)
 
-    Raises:
-        InvalidWrite: ``identity`` fails :func:`~coach.store.check_identity`, or the
-            display name is longer than an identity may be; nothing is written.
-    """
-    identity = check_identity(identity)
-    display_name = clean_text(display_name)
-    if display_name is not None and len(display_name) > MAX_IDENTITY:
-        raise InvalidWrite(f"A display name can have at most {MAX_IDENTITY} characters.")
-    stmt = upsert(conn, USERS).values(
-        id=new_id(), identity=identity, display_name=display_name, created_at=now, updated_at=now
+
+def insert_user(
+    conn: Connection,
+    user_id: str,
+    identity_hash: str,
+    identity: str,
+    display_name: str | None,
+    sealer: Sealer,
+    now: datetime,
+) -> UserRecord | None:
+    """Create the user unless one with ``identity_hash`` exists (then ``None``: another
+    worker created them first). The caller checked ``identity`` and ``display_name``."""
+    values = {"id": user_id, "identity": identity, "display_name": display_name}
+    stmt = (
+        upsert(conn, USERS)
+        .values(
+            **sealer.seal_row("users", values),
+            identity_hash=identity_hash,
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["identity_hash"])
     )
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["identity"],
-        set_={"display_name": func.coalesce(stmt.excluded.display_name, USERS.c.display_name)},
-    ).returning(USERS.c.id, USERS.c.identity, USERS.c.display_name, USERS.c.created_at)
-    return UserRecord(*(conn.execute(stmt)).one())
+    if conn.execute(stmt).rowcount == 0:
+        return None
+    return UserRecord(user_id, identity, display_name, now)
 
 
 def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,13 +219,16 @@ def apply_session_write(
     raise StaleWrite(f"Session {session_id} has {stored} memory steps stored, not {steps[0]}")
 
 
-def insert_session(conn: Connection, record: SessionRecord) -> None:
-    """Insert a new session and its empty zoned state (step 0)."""
+def insert_session(conn: Connection, record: SessionRecord, sealer: Sealer) -> None:
+    """Insert a new session and its empty zoned state (step 0), sealed with its owner's
+    ``sealer``."""
+    challenge = fit(record.design_challenge, SESSIONS.c.design_challenge, "challenge")
+    empty = (record.id,)
     conn.execute(
         SESSIONS.insert().values(
             id=record.id,
             user_id=record.user_id,
-            design_challenge=fit(record.design_challenge, SESSIONS.c.design_challenge, "challenge"),
+            design_challenge=sealer.seal("sessions", "design_challenge", empty, challenge),
             status=record.status,
             room=fit(record.room, SESSIONS.c.room, "room"),
             memory_steps=0,
@@ -223,9 +240,7 @@ def insert_session(conn: Connection, record: SessionRecord) -> None:
         STATES.insert().values(
             session_id=record.id,
             step=0,
-            data={},
-            template={},
-            view={},
+            **empty_zones(record.id, sealer),
             created_at=record.created_at,
             updated_at=record.updated_at,
         )

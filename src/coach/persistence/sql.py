@@ -37,6 +37,7 @@ __all__ = [
     "USERS",
     "AnyRow",
     "AnySelect",
+    "MAX_ACTOR",
     "check_status",
     "clean_text",
     "fit",
@@ -69,22 +70,27 @@ def check_status(status: str, allowed: tuple[str, ...], what: str) -> None:
         raise InvalidWrite(f"Invalid {what} status: {status}. Must be one of {', '.join(allowed)}")
 
 
+MAX_ACTOR: Final = 255
+"""The longest actor id a delta records (it is sealed, so no column length says so)."""
+
+
 @overload
-def fit(value: str, column: Column[Any], what: str) -> str: ...
+def fit(value: str, column: Column[Any] | int, what: str) -> str: ...
 @overload
-def fit(value: None, column: Column[Any], what: str) -> None: ...
+def fit(value: None, column: Column[Any] | int, what: str) -> None: ...
 @overload
-def fit(value: str | None, column: Column[Any], what: str) -> str | None: ...
-def fit(value: str | None, column: Column[Any], what: str) -> str | None:
+def fit(value: str | None, column: Column[Any] | int, what: str) -> str | None: ...
+def fit(value: str | None, column: Column[Any] | int, what: str) -> str | None:
     """``value`` as it will be stored: valid UTF-8 (:func:`~coach.store.clean_text`) and
-    no longer than ``column`` allows — on SQLite, which does not enforce lengths, as on
-    PostgreSQL, which does. Otherwise :class:`InvalidWrite` (nothing is written)."""
+    no longer than ``column`` allows (or ``column`` characters) — on SQLite, which does
+    not enforce lengths, as on PostgreSQL, which does. Otherwise :class:`InvalidWrite`
+    (nothing is written)."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise InvalidWrite(f"{what} must be text, not {type(value).__name__}")
     value = clean_text(value)
-    length = getattr(column.type, "length", None)
+    length = column if isinstance(column, int) else getattr(column.type, "length", None)
     if length is not None and len(value) > length:
         raise InvalidWrite(f"{what} is longer than {length} characters")
     return value

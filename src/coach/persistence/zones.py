@@ -19,13 +19,26 @@ from sqlalchemy.exc import IntegrityError
 from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
 from ..store import StateRecord, WriteZone
+from .crypto import Sealer
 from .schema import SessionState, StateDelta
-from .sql import DELTAS, SESSIONS, STATES, AnyRow, AnySelect, fit, json_object, upsert
+from .sql import (
+    DELTAS,
+    MAX_ACTOR,
+    SESSIONS,
+    STATES,
+    AnyRow,
+    AnySelect,
+    fit,
+    json_object,
+    upsert,
+)
 
 __all__ = [
     "check_zone_write",
     "delta_record",
     "delta_values",
+    "empty_zones",
+    "state_record",
     "deltas_select",
     "fetch_state",
     "write_zones",
@@ -67,7 +80,7 @@ def check_zone_write(op: WriteZone) -> WriteZone:
     delta = op.delta
     fitted = {
         "turn_id": fit(delta.turn_id, DELTAS.c.turn_id, "delta turn_id"),
-        "actor_id": fit(delta.actor_id, DELTAS.c.actor_id, "delta actor_id"),
+        "actor_id": fit(delta.actor_id, MAX_ACTOR, "delta actor_id"),
         "path": fit(delta.path, DELTAS.c.path, "delta path"),
     }
     json_object(delta.model_dump(mode="json", include={"action", "result"}), "delta")
@@ -76,13 +89,25 @@ def check_zone_write(op: WriteZone) -> WriteZone:
     return op
 
 
+_ZONES: Final = ("data", "template", "view")
 _STATE_ROW: Final = select(*_STATE).where(SessionState.session_id == bindparam("b_id"))
 
 
-def fetch_state(conn: Connection, session_id: str) -> StateRecord:
+def fetch_state(conn: Connection, session_id: str, sealer: Sealer) -> StateRecord:
     """The session's zoned state (step 0 and empty zones before any write)."""
     row = conn.execute(_STATE_ROW, {"b_id": session_id}).one_or_none()
-    return StateRecord(*row) if row is not None else StateRecord(session_id, 0)
+    return state_record(row, sealer) if row is not None else StateRecord(session_id, 0)
+
+
+def state_record(row: AnyRow, sealer: Sealer) -> StateRecord:
+    """A stored state row (``session_id, step, data, template, view``), opened."""
+    opened = sealer.open_row("session_state", row._asdict())
+    return StateRecord(row.session_id, row.step, *(opened[zone] for zone in _ZONES))
+
+
+def empty_zones(session_id: str, sealer: Sealer) -> dict[str, bytes | None]:
+    """The three zones of a new state row, empty and sealed."""
+    return {zone: sealer.seal("session_state", zone, (session_id,), {}) for zone in _ZONES}
 
 
 def deltas_select(session_id: str, since_step: int, limit: int | None) -> AnySelect:
@@ -111,23 +136,26 @@ def delta_values(delta: Delta, now: datetime) -> dict[str, Any]:
     }
 
 
-def delta_record(row: AnyRow) -> Delta:
-    """A stored delta."""
+def delta_record(row: AnyRow, sealer: Sealer, owner: tuple[str, str]) -> Delta:
+    """A stored delta, opened; ``owner`` is ``(table, id)`` of its log: ``state_deltas``
+    and the session's id, or ``person_deltas`` and the user's."""
+    table, owner_id = owner
+    bound = (owner_id, row.step)
     return Delta(
         step=row.step,
         turn_id=row.turn_id,
         trigger=row.trigger,
         source=row.source,
-        actor_id=row.actor_id,
+        actor_id=sealer.open(table, "actor_id", bound, row.actor_id),
         delta_type=row.delta_type,
         path=row.path,
-        action=Action.model_validate(row.action or {}),
-        result=ResultMeta.model_validate(row.result or {}),
+        action=Action.model_validate(sealer.open(table, "action", bound, row.action) or {}),
+        result=ResultMeta.model_validate(sealer.open(table, "result", bound, row.result) or {}),
     )
 
 
 def write_zones(
-    conn: Connection, session_id: str, ops: Sequence[WriteZone], now: datetime
+    conn: Connection, session_id: str, ops: Sequence[WriteZone], now: datetime, sealer: Sealer
 ) -> tuple[StateRecord, list[Delta]]:
     """Apply one session's zone writes, in order, as one state update and one delta insert.
 
@@ -147,11 +175,16 @@ def write_zones(
     for op in ops:
         if op.zone is not None:
             values[op.zone] = op.value
-    row = _move_step(conn, session_id, expected, len(ops), values, now)
-    state = StateRecord(*row)
+    for zone in values.keys() & set(_ZONES):
+        values[zone] = sealer.seal("session_state", zone, (session_id,), values[zone])
+    row = _move_step(conn, session_id, expected, len(ops), values, now, sealer)
+    state = state_record(row, sealer)
     first = state.step - len(ops) + 1
     deltas = [op.delta.at_step(step) for step, op in enumerate(ops, start=first)]
-    rows = [{"session_id": session_id, **delta_values(delta, now)} for delta in deltas]
+    rows = [
+        sealer.seal_row("state_deltas", {"session_id": session_id, **delta_values(delta, now)})
+        for delta in deltas
+    ]
     try:
         conn.execute(DELTAS.insert(), rows)
     except IntegrityError as exc:
@@ -166,6 +199,7 @@ def _move_step(
     count: int,
     values: dict[str, Any],
     now: datetime,
+    sealer: Sealer,
 ) -> AnyRow:
     """Advance the state row by ``count`` steps from ``expected``; return it afterwards."""
     for _ in range(2):
@@ -188,9 +222,7 @@ def _move_step(
             .values(
                 session_id=session_id,
                 step=0,
-                data={},
-                template={},
-                view={},
+                **empty_zones(session_id, sealer),
                 created_at=now,
                 updated_at=now,
             )

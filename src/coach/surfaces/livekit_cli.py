@@ -128,10 +128,14 @@ def _migrate_embedded(settings: Settings) -> None:
     """Migrate an embedded SQLite file now, not at the first job: a worker reports itself
     full while its database is not migrated (:mod:`.health`), so on a new file it would
     never be given the job that migrates it."""
+    from ..persistence.keystore import Vault
     from ..persistence.migrate import upgrade_sync
 
     try:
-        upgrade_sync(settings.database_url, secret=settings.memory_secret)
+        vault = Vault.open(
+            settings.database_url, master_keys=settings.master_keys, keys_url=settings.keys_url
+        )
+        upgrade_sync(settings.database_url, secret=settings.memory_secret, vault=vault)
     except Exception as exc:  # a path that cannot be written, a file that is not SQLite
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = settings.database_url

@@ -35,15 +35,26 @@ import yaml
 from .openai_server import FakeOpenAIServer
 from .script import DEMO_VISITS, ScriptError, Visit, parse_visit
 
-__all__ = ["DEMO_SECRET", "DemoError", "DemoScript", "load_demo", "run_demo", "this_python"]
+__all__ = [
+    "DEMO_MASTER_KEY",
+    "DEMO_SECRET",
+    "DemoError",
+    "DemoScript",
+    "load_demo",
+    "run_demo",
+    "this_python",
+]
 
 DEFAULT_SCRIPT = DEMO_VISITS
 DEFAULT_DIR = Path(".demo")
 DATABASE = "coach.db"
+KEYS = "coach.keys.db"
 MARKER = ".coach-demo"
 """Marks a directory whose ``coach.db`` the demo created, and so may empty."""
 T = TypeVar("T")
 DEMO_SECRET = "coach-demo-secret-not-for-real-use"
+DEMO_MASTER_KEY = "coach-demo-master-key-not-for-real-use"
+"""The demo's master key: its database and key store are emptied on every run."""
 """The memory-step HMAC key of the demo database (it signs only the demo's own data)."""
 
 
@@ -79,6 +90,7 @@ def coach_env(database: Path, **extra: str) -> dict[str, str]:
     env.update(
         COACH_DATABASE_URL=f"sqlite:///{database.resolve()}",
         COACH_SECRET_KEY=DEMO_SECRET,
+        COACH_MASTER_KEY=DEMO_MASTER_KEY,
         PYTHONUNBUFFERED="1",
         **extra,
     )
@@ -101,8 +113,9 @@ def reset_database(directory: Path) -> Path:
     ignore = directory / ".gitignore"
     if not ignore.exists():  # in a checkout, the demo's files are not work to commit
         ignore.write_text("# written by the coach demo\n*\n")
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        database.with_name(database.name + suffix).unlink(missing_ok=True)
+    for name in (database.name, KEYS):  # the data and its key store
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            database.with_name(name + suffix).unlink(missing_ok=True)
     return database
 
 
@@ -154,6 +167,7 @@ async def run_demo(
         "\nEvery message, phase output and memory step of both visits is in that one "
         "session. To read it:\n  "
         f"COACH_DATABASE_URL={shlex.quote('sqlite:///' + show)} COACH_SECRET_KEY={DEMO_SECRET} "
+        f"COACH_MASTER_KEY={DEMO_MASTER_KEY} "
         f"{this_python()} -m coach sessions show {session_id or 'ID'}",
         file=out,
     )
