@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 from coach.persistence import Repository, open_repository, upgrade
 from coach.runtime import Runtime
 from coach.settings import Settings
-from tests.support import MEMORY_SECRET, RuntimeFactory
+from tests.support import MASTER_KEY, MEMORY_SECRET, RuntimeFactory, keys_of, keys_url
 
 PG_ADMIN_URL = os.environ.get(
     "COACH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -142,7 +142,7 @@ def memory_secret() -> bytes:
 @pytest.fixture
 async def repo(database_url: str) -> AsyncIterator[Repository]:
     """An open repository on ``database_url``; closed after the test."""
-    repository = await open_repository(database_url, secret=MEMORY_SECRET)
+    repository = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
     yield repository
     await repository.aclose()
 
@@ -154,6 +154,7 @@ async def open_repo() -> AsyncIterator[Callable[..., Awaitable[Repository]]]:
 
     async def _open(url: str, **kwargs: Any) -> Repository:
         kwargs.setdefault("secret", MEMORY_SECRET)
+        kwargs = {**keys_of(url), **kwargs}
         repository = await open_repository(url, **kwargs)
         opened.append(repository)
         return repository
@@ -169,6 +170,8 @@ def settings(database_url: str) -> Settings:
     return Settings(
         database_url=database_url,
         secret_key=MEMORY_SECRET.decode(),
+        master_key=MASTER_KEY,
+        keys_url=keys_url(database_url),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=5,
     )

@@ -39,7 +39,7 @@ from coach.store import check_identity, clean_text, identity_keys, is_clean
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.testing import ScriptedLLM, ToolCall, calls, say
 from coach.userdata import UserData
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 T = TypeVar("T")
 
@@ -90,7 +90,9 @@ def loop() -> Iterator[Callable[[Coroutine[Any, Any, T]], T]]:
 def store(
     database_url: str, loop: Callable[[Coroutine[Any, Any, Any]], Any]
 ) -> Iterator[Repository]:
-    repository: Repository = loop(open_repository(database_url, secret=MEMORY_SECRET))
+    repository: Repository = loop(
+        open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
+    )
     yield repository
     loop(repository.aclose())
 

@@ -21,7 +21,7 @@ from coach.state import person
 from coach.state.zones import DeltaSpec
 from coach.surfaces.rpc import invoke
 from coach.testing import FakeOpenAIServer, call, say
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, key_env, keys_of
 
 from .helpers import CHALLENGE
 from .test_context_contract import Visit, instructions, offered
@@ -186,7 +186,7 @@ def test_users_show_forget_and_delete(
     database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async def seed() -> str:
-        store = await open_repository(database_url, secret=MEMORY_SECRET)
+        store = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
         try:
             user = await store.get_or_create_user("ada", display_name="Ada")
             value, _ = person.remember(person.empty_person(), "role", ROLE)
@@ -198,7 +198,7 @@ def test_users_show_forget_and_delete(
             await store.aclose()
 
     async def rows() -> tuple[int, int]:
-        store = await open_repository(database_url, secret=MEMORY_SECRET)
+        store = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
         try:
             async with store.engine.connect() as conn:
                 persons = await conn.scalar(select(func.count()).select_from(PERSONS))
@@ -210,6 +210,8 @@ def test_users_show_forget_and_delete(
     fact_id = asyncio.run(seed())
     monkeypatch.setenv("COACH_DATABASE_URL", database_url)
     monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    for name, value in key_env(database_url).items():
+        monkeypatch.setenv(name, value)
     assert main(["users", "show", "ada"]) == 0
     shown = capsys.readouterr().out
     assert "user 'ada' (Ada), 0 session(s)" in shown
@@ -374,7 +376,7 @@ def test_users_forget_all_and_unknown_people(
     database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async def seed() -> None:
-        store = await open_repository(database_url, secret=MEMORY_SECRET)
+        store = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
         try:
             user = await store.get_or_create_user("ada")
             for _ in range(2):
@@ -389,6 +391,8 @@ def test_users_forget_all_and_unknown_people(
     asyncio.run(seed())
     monkeypatch.setenv("COACH_DATABASE_URL", database_url)
     monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    for name, value in key_env(database_url).items():
+        monkeypatch.setenv(name, value)
     assert main(["users", "forget", "ada", "all"]) == 0
     assert capsys.readouterr().out == "forgot 2 fact(s) of 'ada'\n"
     assert main(["users", "show", "ada"]) == 0
@@ -419,6 +423,8 @@ async def test_forgetting_everything_when_nothing_is_remembered_changes_nothing(
     assert user_id is not None
     monkeypatch.setenv("COACH_DATABASE_URL", database_url)
     monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    for name, value in key_env(database_url).items():
+        monkeypatch.setenv(name, value)
     assert await asyncio.to_thread(main, ["users", "forget", "ada", "all"]) == 0
     assert capsys.readouterr().out == "nothing is remembered about 'ada'\n"
     assert (await runtime.store.get_person(user_id)).step == 0  # no write, no delta

@@ -15,6 +15,7 @@ from livekit import rtc
 from livekit.agents import AgentSession, llm
 from sqlalchemy import text
 
+from coach.persistence.schema import Base
 from coach.runtime import Runtime
 from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
@@ -39,6 +40,7 @@ TABLES = (
     "persons",
     "person_deltas",
 )
+SQL_TABLES = Base.metadata.tables
 
 
 async def first_visit(runtime: Runtime) -> str:
@@ -129,11 +131,26 @@ def _step_text(step: object) -> str:
 async def stored(runtime: Runtime) -> dict[str, list[str]]:
     """Every stored row of every table as text (memory steps decoded), by table."""
     found: dict[str, list[str]] = {}
-    async with repository(runtime).engine.connect() as conn:
+    repo = repository(runtime)
+    async with repo.engine.connect() as conn:
+        owners = {
+            str(sid).replace("-", ""): str(uid).replace("-", "")
+            for sid, uid in (await conn.execute(text("SELECT id, user_id FROM sessions"))).all()
+        }
+        sealers = await repo.vault.sealers(set(owners.values()))
         for table in TABLES:
-            rows = (await conn.execute(text(f"SELECT * FROM {table}"))).all()
-            found[table] = [" ".join(_text(value) for value in row) for row in rows]
-        ids = list((await conn.execute(text("SELECT id FROM sessions"))).scalars())
+            rows = (await conn.execute(SQL_TABLES[table].select())).all()
+            found[table] = []
+            for row in rows:
+                values = row._asdict()
+                owner = str(
+                    values["id"]
+                    if table == "users"
+                    else values.get("user_id") or owners[values["session_id"]]
+                )
+                values = sealers[owner].open_row(table, values)  # every value, in the clear
+                found[table].append(" ".join(_text(value) for value in values.values()))
+        ids = list(owners)
     for session_id in ids:
         sid = str(session_id).replace("-", "")
         steps = await runtime.store.load_agent_state(sid)

@@ -55,7 +55,7 @@ from coach.settings import Settings
 from coach.testing import Reply, call, say
 from tests.recording.chat_process import chat_env, workplace
 from tests.recording.test_sigkill import stored_seqs
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 from .chat_worker import EXIT_TIMEOUT, ChatWorker, Line
 from .release import COLUMN, INDEX, REVISION, next_release
@@ -379,7 +379,7 @@ async def test_rolling_deploy_sigterm_sigkill_and_resume_elsewhere(
 ) -> None:
     drill_started = time.time()
     release = next_release(tmp_path)
-    repo = await open_repository(postgres_url, secret=MEMORY_SECRET)
+    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
     db = Database(repo)
     workers: dict[str, ChatWorker] = {}
     tasks: list[asyncio.Task[Any]] = []

@@ -7,16 +7,23 @@ Prints "ready", waits for a line on stdin (the go signal), writes, prints "done"
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 from coach.persistence import open_repository
+from coach.persistence.crypto import MasterKeys
 from coach.state import DeltaSpec
 
 SECRET = b"coach-test-secret-0123456789abcdef"
 
 
 async def main(url: str, session_id: str, actor: str, count: int) -> None:
-    repo = await open_repository(url, secret=SECRET)
+    repo = await open_repository(
+        url,
+        secret=SECRET,
+        master_keys=MasterKeys.of(os.environ["COACH_MASTER_KEY"]),
+        keys_url=os.environ.get("COACH_KEYS_URL"),
+    )
     try:
         await repo.get_state(session_id)  # connect before the race starts
         print("ready", flush=True)

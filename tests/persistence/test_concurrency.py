@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -13,6 +14,7 @@ from livekit.agents import llm
 from coach.errors import StaleWrite
 from coach.persistence import Repository
 from coach.state import DeltaSpec
+from tests.support import key_env
 
 WRITER = Path(__file__).with_name("_writer.py")
 
@@ -104,6 +106,7 @@ async def test_two_processes_write_one_session(database_url: str, repo: Reposito
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **key_env(database_url)},
         )
         for actor in ("proc-a", "proc-b")
     ]

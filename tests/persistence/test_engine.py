@@ -19,6 +19,7 @@ from coach.persistence.engine import Database, is_transient
 from coach.state import DeltaSpec
 from coach.store import AddMessage
 from tests.recording.tcp_proxy import TcpProxy
+from tests.support import keys_of
 
 
 def _locked() -> OperationalError:
@@ -83,9 +84,8 @@ async def test_transient_failures_are_retried(sqlite_url: str) -> None:
 
 
 async def test_unreachable_database_is_a_storage_error(memory_secret: bytes) -> None:
-    repo = await open_repository(
-        "postgresql+asyncpg://postgres@127.0.0.1:1/none", secret=memory_secret
-    )
+    url = "postgresql+asyncpg://postgres@127.0.0.1:1/none"
+    repo = await open_repository(url, **keys_of(url), secret=memory_secret)
     try:
         with pytest.raises(StorageError) as caught:
             await repo.get_session("any")
@@ -104,7 +104,7 @@ async def test_a_stalled_postgresql_fails_a_call_in_bounded_time(
     proxy = TcpProxy(target.host or "127.0.0.1", target.port or 5432)
     await proxy.start()
     url = target.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
-    repo = await open_repository(url, secret=memory_secret, call_timeout=0.5)
+    repo = await open_repository(url, **keys_of(url), secret=memory_secret, call_timeout=0.5)
     try:
         assert await repo.find_user("ada") is None
         proxy.stall()
@@ -122,7 +122,7 @@ async def test_a_stalled_postgresql_fails_a_call_in_bounded_time(
 
 async def test_a_str_secret_is_refused_where_it_is_passed(sqlite_url: str) -> None:
     with pytest.raises(ConfigError, match="secret must be bytes"):
-        await open_repository(sqlite_url, secret="not-bytes")  # type: ignore[arg-type]
+        await open_repository(sqlite_url, **keys_of(sqlite_url), secret="not-bytes")  # type: ignore[arg-type]
 
 
 async def _terminate_coach_connections(url: str) -> int:
@@ -146,7 +146,9 @@ async def test_a_connection_the_server_closed_is_replaced_by_the_next_call(
 ) -> None:
     # No pre-ping: the pooled connection's death shows at its first statement, and the
     # call is retried on a new connection — it succeeds, and writes once.
-    repo = await open_repository(postgres_url, secret=memory_secret, pool_size=1, max_overflow=0)
+    repo = await open_repository(
+        postgres_url, **keys_of(postgres_url), secret=memory_secret, pool_size=1, max_overflow=0
+    )
     try:
         user = await repo.get_or_create_user("ada")
         sid = (await repo.create_session(user.id)).id

@@ -95,11 +95,16 @@ async def test_a_user_stored_before_the_rule_is_still_found_and_erased(
     repo: Repository,
 ) -> None:
     # Stored by an older release, whose rule let a zero-width space through.
-    legacy = "a\u200bda"
+    # (Migration 0008 sealed it and keyed it by the hash of that spelling.)
+    legacy, user_id = "a\u200bda", "f" * 32
+    sealer = await repo.vault.create(user_id)
+    values = {"id": user_id, "identity": legacy, "display_name": "Ada"}
     async with repo.engine.begin() as conn:
         await conn.execute(
             User.__table__.insert().values(  # type: ignore[attr-defined]
-                id="f" * 32, identity=legacy, display_name="Ada", created_at=datetime.now(UTC)
+                **sealer.seal_row("users", values),
+                identity_hash=await repo.vault.identity_hash(legacy),
+                created_at=datetime.now(UTC),
             )
         )
     found = await repo.find_user(legacy)

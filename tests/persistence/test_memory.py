@@ -41,6 +41,12 @@ async def _rows(repo: Repository, sid: str) -> list[tuple[int, bytes]]:
 
 
 async def _set_payload(repo: Repository, sid: str, seq: int, payload: bytes, sig: bytes) -> None:
+    """Store ``payload`` at ``seq`` as someone holding the person's data key would (sealed
+    in place), so what is checked is the signature and the allow-list beneath."""
+    session = await repo.get_session(sid)
+    assert session is not None
+    sealer = await repo.vault.sealer(session.user_id)
+    payload = sealer.seal("agent_steps", "payload", (sid, seq), payload)  # type: ignore[assignment]
     async with repo.engine.begin() as conn:
         await conn.execute(
             text(

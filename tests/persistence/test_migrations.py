@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any
 
 import pytest
-from alembic import command
 from livekit.agents import llm
 from sqlalchemy import inspect, text
 
@@ -21,9 +19,17 @@ from coach.persistence import (
     schema_diff,
     upgrade,
 )
-from coach.persistence.migrate import alembic_config, head_revision, scripted_head
+from coach.persistence.keystore import Vault
+from coach.persistence.migrate import downgrade, head_revision, scripted_head
 from coach.state import person
 from coach.state.zones import DeltaSpec
+from tests.support import keys_of
+
+
+def vault_of(url: str) -> Vault:
+    """The key store the test repositories of ``url`` use."""
+    return Vault.open(url, **keys_of(url))
+
 
 U1, S1, P1 = "a1" * 16, "b2" * 16, "c3" * 16
 """Ids as coach writes them (32 hex digits: a uuid on PostgreSQL)."""
@@ -38,7 +44,7 @@ async def test_upgrade_is_idempotent(blank_database_url: str) -> None:
     assert await current_revision(blank_database_url) is None
     await upgrade(blank_database_url)
     await upgrade(blank_database_url)
-    assert await current_revision(blank_database_url) == head_revision() == "0007"
+    assert await current_revision(blank_database_url) == head_revision() == "0008"
     assert await schema_diff(blank_database_url) == []
 
 
@@ -58,7 +64,9 @@ async def test_a_database_behind_the_head_is_still_migrated(blank_database_url: 
 async def test_open_repository_can_create_the_schema(
     blank_database_url: str, memory_secret: bytes
 ) -> None:
-    repo = await open_repository(blank_database_url, secret=memory_secret, create_schema=True)
+    repo = await open_repository(
+        blank_database_url, **keys_of(blank_database_url), secret=memory_secret, create_schema=True
+    )
     try:
         user = await repo.get_or_create_user("first-run")
         assert (await repo.create_session(user.id)).status == "in_progress"
@@ -84,7 +92,7 @@ async def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(
 
 
 async def test_sqlite_pragmas(sqlite_url: str, memory_secret: bytes) -> None:
-    repo = await open_repository(sqlite_url, secret=memory_secret)
+    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=memory_secret)
     try:
         async with repo.engine.connect() as conn:
             assert (await conn.scalar(text("PRAGMA journal_mode"))) == "wal"
@@ -114,8 +122,10 @@ async def test_0001_database_upgrades_to_head_keeping_sessions(
             )
         )
     await engine.dispose()
-    await upgrade(blank_database_url)
-    repo = await open_repository(blank_database_url, secret=memory_secret)
+    await upgrade(blank_database_url, vault=vault_of(blank_database_url))
+    repo = await open_repository(
+        blank_database_url, **keys_of(blank_database_url), secret=memory_secret
+    )
     try:
         session = await repo.get_session(S1)
         assert session is not None and session.room is None
@@ -174,8 +184,10 @@ async def test_a_0002_database_with_rows_upgrades_and_resumes(
             )
     await engine.dispose()
 
-    await upgrade(blank_database_url, secret=memory_secret)
-    repo = await open_repository(blank_database_url, secret=memory_secret)
+    await upgrade(blank_database_url, secret=memory_secret, vault=vault_of(blank_database_url))
+    repo = await open_repository(
+        blank_database_url, **keys_of(blank_database_url), secret=memory_secret
+    )
     try:
         async with repo.engine.connect() as conn:
             rows = (
@@ -202,19 +214,12 @@ async def test_a_0002_database_with_rows_upgrades_and_resumes(
 
 
 async def upgrade_to(url: str, revision: str, secret: bytes) -> None:
-    """Downgrade ``url`` to ``revision`` with Alembic (the operator's ``alembic downgrade``)."""
-    config = alembic_config(url, secret=secret)
-    engine = create_engine(url)
+    """Downgrade ``url`` to ``revision`` (the operator going back to an older release)."""
+    vault = vault_of(url)
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(lambda sync: _downgrade(sync, config, revision))
+        await downgrade(url, revision, secret=secret, vault=vault)
     finally:
-        await engine.dispose()
-
-
-def _downgrade(connection: Any, config: Any, revision: str) -> None:
-    config.attributes["connection"] = connection
-    command.downgrade(config, revision)
+        await vault.aclose()
 
 
 async def test_a_0006_database_upgrades_to_remember_the_person_and_back(
@@ -232,8 +237,10 @@ async def test_a_0006_database_upgrades_to_remember_the_person_and_back(
             )
         )
     await engine.dispose()
-    await upgrade(blank_database_url)
-    repo = await open_repository(blank_database_url, secret=memory_secret)
+    await upgrade(blank_database_url, vault=vault_of(blank_database_url))
+    repo = await open_repository(
+        blank_database_url, **keys_of(blank_database_url), secret=memory_secret
+    )
     try:
         assert (await repo.get_person(U1)).step == 0  # nobody remembered anything yet
         value, change = person.remember(person.empty_person(), "role", "leads a team of four")

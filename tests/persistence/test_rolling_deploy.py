@@ -13,7 +13,7 @@ from coach.errors import ConfigError
 from coach.persistence import create_engine, current_revision, open_repository, upgrade
 from coach.persistence.migrate import head_revision, require_current
 from coach.surfaces.health import DatabaseHealth
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 
 async def newer_release(url: str, *statements: str, revision: str = "0099_next") -> None:
@@ -43,7 +43,9 @@ async def test_an_additive_migration_of_a_newer_release_keeps_this_release_runni
     assert await asyncio.to_thread(health.load, None) == 0.25 and health.usable
 
     # ... and it works: a session with a message, written and read back.
-    repo = await open_repository(database_url, secret=MEMORY_SECRET, check_schema=True)
+    repo = await open_repository(
+        database_url, **keys_of(database_url), secret=MEMORY_SECRET, check_schema=True
+    )
     try:
         user = await repo.get_or_create_user("ada")
         session = await repo.create_session(user.id)
@@ -133,7 +135,9 @@ async def test_upgrade_leaves_a_newer_release_s_database_as_it_is(database_url: 
     await newer_release(database_url, "ALTER TABLE sessions ADD COLUMN retention_until TEXT")
     await upgrade(database_url)
     assert await current_revision(database_url) == "0099_next"
-    repo = await open_repository(database_url, secret=MEMORY_SECRET, create_schema=True)
+    repo = await open_repository(
+        database_url, **keys_of(database_url), secret=MEMORY_SECRET, create_schema=True
+    )
     await repo.aclose()
 
     await newer_release(database_url, "DROP TABLE state_deltas", revision="0100_after")

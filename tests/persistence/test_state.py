@@ -30,19 +30,16 @@ async def _session(repo: Repository) -> str:
     return (await repo.create_session(user.id)).id
 
 
-async def _raw_zones(repo: Repository, sid: str) -> dict[str, str]:
-    """The stored text of each zone, to prove 'unchanged' byte for byte."""
+async def _raw_zones(repo: Repository, sid: str) -> dict[str, bytes]:
+    """The stored (sealed) bytes of each zone, to prove 'unchanged' byte for byte."""
     async with repo.engine.connect() as conn:
         row = (
             await conn.execute(
-                text(
-                    "SELECT CAST(data AS TEXT), CAST(template AS TEXT), CAST(view AS TEXT) "
-                    "FROM session_state WHERE session_id = :s"
-                ),
+                text("SELECT data, template, view FROM session_state WHERE session_id = :s"),
                 {"s": sid},
             )
         ).one()
-    return dict(zip(("data", "template", "view"), row, strict=True))
+    return dict(zip(("data", "template", "view"), map(bytes, row), strict=True))
 
 
 async def _seed_all_zones(repo: Repository, sid: str) -> None:
@@ -133,14 +130,18 @@ async def test_a_failure_between_zone_and_delta_leaves_neither(repo: Repository)
     await repo.update_data(sid, {"ideas": ["kept"]}, _spec("data.ideas"))
     before = await _raw_zones(repo, sid)
     # Plant a delta at the next step, so the delta insert fails *after* the zone update.
+    session = await repo.get_session(sid)
+    assert session is not None
+    sealer = await repo.vault.sealer(session.user_id)
+    empty = {c: sealer.seal("state_deltas", c, (sid, 2), {}) for c in ("action", "result")}
     async with repo.engine.begin() as conn:
         await conn.execute(
             text(
                 "INSERT INTO state_deltas (session_id, step, trigger, source, delta_type, path, "
                 "action, result, created_at) VALUES (:s, 2, 'system', 'system', 'add', 'x', "
-                "'{}', '{}', CURRENT_TIMESTAMP)"
+                ":action, :result, CURRENT_TIMESTAMP)"
             ),
-            {"s": sid},
+            {"s": sid, **empty},
         )
     with pytest.raises(StorageError):
         await repo.update_data(sid, {"ideas": ["lost"]}, _spec("data.ideas"))

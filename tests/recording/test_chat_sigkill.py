@@ -59,7 +59,7 @@ from coach.errors import NothingToResume, SessionCompleted, SessionFailed
 from coach.persistence import Repository, open_repository
 from coach.prompts import load_prompts
 from coach.testing import FakeOpenAIServer, Reply, parse_script
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 from .chat_process import spawn_chat
 from .process_group import kill_group, wait_for_group
@@ -482,7 +482,9 @@ async def test_sigkill_of_chat_loses_at_most_the_commit_window(
     phase_ids = load_prompts().manifest.ids
     backend = database_url.split(":", 1)[0]
 
-    repo = await open_repository(database_url, secret=MEMORY_SECRET, create_schema=False)
+    repo = await open_repository(
+        database_url, **keys_of(database_url), secret=MEMORY_SECRET, create_schema=False
+    )
     try:
         identity = f"clean-{uuid.uuid4().hex[:8]}"
         clean = await clean_run(visit, database_url, identity, tmp_path / "clean")

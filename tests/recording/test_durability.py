@@ -28,7 +28,7 @@ from coach.prompts import load_prompts
 from coach.recording import Recorder, RecorderStats
 from coach.runtime import Runtime
 from coach.settings import Settings
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 from .tcp_proxy import TcpProxy
 from .visit import STRATEGIST_FROM, TURNS, Watcher, reply_of, run_turn, start_visit
@@ -184,7 +184,9 @@ async def test_conversation_goes_on_while_the_database_is_down_and_nothing_is_lo
     outage: Outage,
 ) -> None:
     runtime = await open_runtime(outage.url)
-    reader = await open_repository(outage.direct_url, secret=MEMORY_SECRET)
+    reader = await open_repository(
+        outage.direct_url, **keys_of(outage.direct_url), secret=MEMORY_SECRET
+    )
     try:
         recorder = runtime.recorder
         session, model, watcher = await start_visit(runtime)

@@ -21,7 +21,7 @@ from coach.errors import StorageError
 from coach.persistence import Repository, open_repository
 from coach.recording import Recorder
 from coach.store import AddMessage, AppendSteps, WriteOp
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 BIG = "x" * 10_000  # larger than a page: every message needs new pages of the file
 
@@ -47,7 +47,7 @@ class ObservedStore:
 
 
 async def new_session(url: str) -> str:
-    async with await open_repository(url, secret=MEMORY_SECRET) as repo:
+    async with await open_repository(url, **keys_of(url), secret=MEMORY_SECRET) as repo:
         user = await repo.get_or_create_user("ada")
         session = await repo.create_session(user.id, "Onboarding for a budgeting app.")
         return session.id
@@ -62,7 +62,7 @@ def ops(session_id: str) -> list[WriteOp]:
 
 
 async def assert_written_once(url: str, session_id: str) -> None:
-    async with await open_repository(url, secret=MEMORY_SECRET) as repo:
+    async with await open_repository(url, **keys_of(url), secret=MEMORY_SECRET) as repo:
         conversation = await repo.get_session_conversation(session_id)
         assert [m.content.split()[0] for m in conversation] == ["0", "1", "2"]
         assert await repo.agent_step_count(session_id) == 1
@@ -103,7 +103,7 @@ async def test_a_machine_fault_is_retried_and_everything_lands_once_it_passes(
     sqlite_url: str, fault: type[DiskFull | ReadOnlyFile]
 ) -> None:
     session_id = await new_session(sqlite_url)
-    repo = await open_repository(sqlite_url, secret=MEMORY_SECRET)
+    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
     machine = fault()
     event.listen(repo.sync_engine, machine.event, machine)
     store = ObservedStore(repo)

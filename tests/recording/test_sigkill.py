@@ -39,7 +39,7 @@ from coach.persistence import Repository, open_repository
 from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.testing import call, say
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 from .visit import TURNS, start_visit
 
@@ -141,7 +141,7 @@ async def test_sigkill_mid_conversation_loses_at_most_the_last_commit_window(
 
     session_id = acked["session_id"]
     assert session_id and killed["session_id"] == session_id
-    store = await open_repository(database_url, secret=MEMORY_SECRET)
+    store = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
     try:
         # 1 + 2: the acknowledged prefix, then at most a prefix of the killed turn.
         conversation = [

@@ -16,6 +16,7 @@ from coach.settings import Settings
 from coach.surfaces.chat import run_chat
 from coach.testing import DEMO_SCRIPT, FakeOpenAIServer, ScriptedLLM, load_script, say
 from tests.processes import GRACE, running
+from tests.support import key_env, keys_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = DEMO_SCRIPT
@@ -32,6 +33,7 @@ def coach_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)
+    env.update(key_env(env["COACH_DATABASE_URL"]))
     return env
 
 
@@ -89,7 +91,9 @@ async def test_chat_runs_the_conversation_against_the_real_openai_plugin(tmp_pat
     # The tools really ran against the real model plugin: the server saw the tool outputs.
     assert any(m.get("role") == "tool" for m in server.requests[-1]["messages"])
 
-    repo = await open_repository(env["COACH_DATABASE_URL"], secret=SECRET.encode())
+    repo = await open_repository(
+        env["COACH_DATABASE_URL"], **keys_of(env["COACH_DATABASE_URL"]), secret=SECRET.encode()
+    )
     try:
         user = await repo.get_or_create_user("ada")
         sessions = await repo.get_user_sessions(user.id)
@@ -150,7 +154,9 @@ async def test_a_second_chat_with_the_same_user_continues_the_session(tmp_path: 
         code, _, err = await coach("chat", "--user", "ada", env=env, stdin=turns)
         assert code == 0, err
 
-        repo = await open_repository(env["COACH_DATABASE_URL"], secret=SECRET.encode())
+        repo = await open_repository(
+            env["COACH_DATABASE_URL"], **keys_of(env["COACH_DATABASE_URL"]), secret=SECRET.encode()
+        )
         try:
             user = await repo.get_or_create_user("ada")
             (session,) = await repo.get_user_sessions(user.id)

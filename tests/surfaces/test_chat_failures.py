@@ -26,6 +26,7 @@ from coach.testing.script import is_render_request
 from coach.testing.scripted_llm import ScriptedLLMStream
 from tests.processes import running
 from tests.recording.tcp_proxy import TcpProxy
+from tests.support import keys_of
 
 from .test_chat_cli import SECRET, coach, coach_env
 
@@ -120,7 +121,7 @@ def chat_settings(database_url: str, **extra: Any) -> Settings:
 
 
 async def stored_conversation(database_url: str) -> list[tuple[str, str]]:
-    repo = await open_repository(database_url, secret=SECRET.encode())
+    repo = await open_repository(database_url, **keys_of(database_url), secret=SECRET.encode())
     try:
         user = await repo.get_or_create_user("ada")
         (session,) = await repo.get_user_sessions(user.id)
@@ -220,7 +221,9 @@ class Outage:
             self._proxy = TcpProxy(target.host or "127.0.0.1", target.port or 5432)
             await self._proxy.start()
             self.url = target.set(port=self._proxy.port).render_as_string(False)
-        self._reader = await open_repository(self.direct_url, secret=SECRET.encode())
+        self._reader = await open_repository(
+            self.direct_url, **keys_of(self.direct_url), secret=SECRET.encode()
+        )
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

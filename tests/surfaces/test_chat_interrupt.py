@@ -18,6 +18,7 @@ from coach.persistence import open_repository
 from coach.surfaces.chat import EXIT_OK, run_chat
 from coach.testing import ScriptedLLM, load_script
 from coach.testing.paced_llm import PacedLLM, tool_call
+from tests.support import keys_of
 
 from .test_chat_cli import DEMO, SECRET
 from .test_chat_streaming import Terminal, settings
@@ -83,7 +84,7 @@ def replies(out: Terminal) -> list[str]:
 
 
 async def stored_messages(database_url: str) -> list[tuple[str, str, bool]]:
-    repo = await open_repository(database_url, secret=SECRET.encode())
+    repo = await open_repository(database_url, **keys_of(database_url), secret=SECRET.encode())
     try:
         user = await repo.get_or_create_user("ada")
         (session,) = await repo.get_user_sessions(user.id)

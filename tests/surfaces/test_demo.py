@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from coach.persistence import open_repository
+from coach.persistence.crypto import MasterKeys
 from coach.testing import DEMO_VISITS
-from coach.testing.demo import DEMO_SECRET, MARKER, DemoError, reset_database, this_python
+from coach.testing.demo import (
+    DEMO_MASTER_KEY,
+    DEMO_SECRET,
+    MARKER,
+    DemoError,
+    reset_database,
+    this_python,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 VISITS = DEMO_VISITS
@@ -88,7 +96,9 @@ async def test_the_demo_twice_in_a_row_resumes_the_first_visit_each_time(tmp_pat
     assert normalised(runs[0][1], first_id) == normalised(runs[1][1], second_id)
 
     repo = await open_repository(
-        f"sqlite+aiosqlite:///{directory / 'coach.db'}", secret=DEMO_SECRET.encode()
+        f"sqlite+aiosqlite:///{directory / 'coach.db'}",
+        secret=DEMO_SECRET.encode(),
+        master_keys=MasterKeys.of(DEMO_MASTER_KEY),
     )
     try:
         # One session, no duplicate: the second visit continued the one the first created.

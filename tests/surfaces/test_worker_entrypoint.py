@@ -37,7 +37,7 @@ from coach.surfaces.room import STATE_TOPIC, STEPS_TOPIC, StateMessage, StepMess
 from coach.surfaces.rpc import METHODS
 from coach.testing import ScriptedLLM, call, say
 from coach.testing.fake_room import FakeRoom, SentStream
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, keys_of
 
 CONTRACT: TypeAdapter[Any] = TypeAdapter(StateMessage)
 STEPS_CONTRACT: TypeAdapter[Any] = TypeAdapter(StepMessage)
@@ -119,7 +119,7 @@ def state_messages(streams: list[SentStream]) -> list[dict[str, Any]]:
 
 
 async def stored(database_url: str) -> Repository:
-    return await open_repository(database_url, secret=MEMORY_SECRET)
+    return await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
 
 
 async def conversation_of(store: Repository, session_id: str) -> list[tuple[str, str]]:

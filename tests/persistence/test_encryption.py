@@ -1,0 +1,259 @@
+"""Encryption at rest: what a person says is stored sealed with their own key, the keys
+live apart from the data, and an erase destroys the key, so a copy of the data taken
+before it holds nothing anyone can read of that person."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from livekit.agents import llm
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import make_url
+
+from coach.errors import ConfigError, CorruptBlob, PersonErased
+from coach.persistence import Repository, open_repository
+from coach.persistence.crypto import MasterKeys
+from coach.persistence.keystore import default_keys_url
+from coach.state.zones import DeltaSpec
+from coach.store import AddMessage, AppendSteps, ClosePhase, SavePhaseOutput, WriteZone
+from tests.support import MASTER_KEY, MEMORY_SECRET, keys_of
+
+MARKERS = {
+    "identity": "ident-QZX-alice",
+    "name": "name-QZX-Alice",
+    "challenge": "challenge-QZX-lockers",
+    "said": "said-QZX-i-hate-my-commute",
+    "reply": "reply-QZX-tell-me-more",
+    "prompt": "prompt-QZX-you-are-a-coach",
+    "input": "input-QZX-phase-input",
+    "output": "output-QZX-phase-output",
+    "tool": "tool-QZX-search-lockers",
+    "zone": "zone-QZX-insight",
+    "delta": "delta-QZX-query",
+    "fact": "fact-QZX-leads-a-team",
+}
+
+
+async def visit(repo: Repository, identity: str = MARKERS["identity"]) -> tuple[str, str]:
+    """A person's visit touching every personal column; returns (user id, session id)."""
+    user = await repo.get_or_create_user(identity, MARKERS["name"])
+    session = await repo.create_session(user.id, MARKERS["challenge"])
+    sid = session.id
+    call = llm.FunctionCall(call_id="c1", name="search", arguments=f'{{"q": "{MARKERS["tool"]}"}}')
+    spec = DeltaSpec(
+        trigger="user_query",
+        source="llm",
+        delta_type="update",
+        path="data.insights",
+        action={"type": "search", "tool": "search", "params": {"q": MARKERS["delta"]}},
+        actor_id=identity,
+    )
+    await repo.write_batch(
+        [
+            AddMessage(sid, "user", MARKERS["said"]),
+            AddMessage(sid, "assistant", MARKERS["reply"]),
+            AppendSteps(
+                sid,
+                0,
+                (
+                    llm.ChatMessage(role="user", content=[MARKERS["said"]]),
+                    call,
+                    llm.ChatMessage(role="assistant", content=[MARKERS["reply"]]),
+                ),
+            ),
+            SavePhaseOutput(
+                *(sid, "challenge", "Challenge", "completed"),
+                *(MARKERS["prompt"], MARKERS["input"], MARKERS["output"]),
+            ),
+            WriteZone(sid, "data", {"insights": [MARKERS["zone"]]}, spec, 0),
+            ClosePhase(sid, "challenge", 3, 1, {"data": {"insights": [MARKERS["zone"]]}}),
+        ]
+    )
+    fact = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="facts")
+    await repo.update_person(user.id, {"facts": [MARKERS["fact"]]}, fact)
+    return user.id, sid
+
+
+def dump(url: str) -> list[str]:
+    """Every row of a SQLite database, as SQL."""
+    with sqlite3.connect(database_file(url)) as conn:
+        return list(conn.iterdump())
+
+
+def database_file(url: str) -> Path:
+    database = make_url(url).database
+    assert database is not None
+    return Path(database)
+
+
+async def test_nothing_personal_is_in_the_database_file_or_its_wal(sqlite_url: str) -> None:
+    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
+    try:
+        user_id, sid = await visit(repo)
+        # Everything reads back as it was written.
+        assert (await repo.get_user(user_id)).identity == MARKERS["identity"]  # type: ignore[union-attr]
+        assert (await repo.get_session(sid)).design_challenge == MARKERS["challenge"]  # type: ignore[union-attr]
+        said = await repo.get_session_conversation(sid)
+        assert [m.content for m in said] == [MARKERS["said"], MARKERS["reply"]]
+        steps = await repo.load_agent_state(sid)
+        assert MARKERS["tool"] in steps[1].arguments  # type: ignore[attr-defined]
+        assert (await repo.get_state(sid)).data == {"insights": [MARKERS["zone"]]}
+        (delta,) = await repo.get_deltas(sid)
+        assert delta.actor_id == MARKERS["identity"]
+        assert delta.action.params == {"q": MARKERS["delta"]}
+        assert (await repo.get_person(user_id)).value == {"facts": [MARKERS["fact"]]}
+        (output,) = await repo.get_phase_outputs(sid)
+        assert (output.system_prompt, output.output) == (MARKERS["prompt"], MARKERS["output"])
+        found = await repo.find_user(MARKERS["identity"])
+        assert found is not None and found.id == user_id
+        database = database_file(sqlite_url)
+        files = [p for p in database.parent.iterdir() if p.name.startswith(database.name)]
+        assert any(p.name.endswith("-wal") for p in files)  # the WAL is scanned too
+        raw = b"".join(p.read_bytes() for p in files)
+        assert raw  # and it was written
+        for name, marker in MARKERS.items():
+            assert marker.encode() not in raw, f"{name} is stored readable"
+        # The key store holds keys, wrapped, and nothing said.
+        keys = database_file(str(default_keys_url(sqlite_url)))
+        key_bytes = b"".join(
+            p.read_bytes() for p in keys.parent.iterdir() if p.name.startswith(keys.name)
+        )
+        assert user_id.encode() in key_bytes
+        for marker in MARKERS.values():
+            assert marker.encode() not in key_bytes
+    finally:
+        await repo.aclose()
+
+
+@pytest.mark.postgres
+async def test_nothing_personal_is_in_any_postgres_row(postgres_url: str) -> None:
+    """Every row of every table, as PostgreSQL renders it, holds no marker."""
+    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
+    try:
+        await visit(repo)
+        async with repo.engine.connect() as conn:
+            tables = await conn.run_sync(lambda sync: inspect(sync).get_table_names())
+            dumped = "".join(
+                [
+                    str((await conn.execute(text(f"SELECT t::text FROM {table} t"))).all())
+                    for table in tables
+                ]
+            )
+        assert "session_conversations" in tables and len(dumped) > 1000
+        for name, marker in MARKERS.items():
+            assert marker not in dumped, f"{name} is stored readable"
+    finally:
+        await repo.aclose()
+
+
+async def test_a_copy_taken_before_an_erase_cannot_be_read_for_that_person(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
+    try:
+        alice, alice_session = await visit(repo)
+        _, bob_session = await visit(repo, "bob")
+        async with repo.engine.begin() as conn:
+            await conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+        backup = tmp_path / "backup" / "coach.db"
+        backup.parent.mkdir()
+        shutil.copyfile(database_file(sqlite_url), backup)  # yesterday's backup
+        assert await repo.delete_user(MARKERS["identity"]) == 1
+    finally:
+        await repo.aclose()
+    # The backup, opened with the same master key and the same key store.
+    store = str(default_keys_url(sqlite_url))
+    copy = await open_repository(
+        f"sqlite+aiosqlite:///{backup}",
+        secret=MEMORY_SECRET,
+        master_keys=MasterKeys.of(MASTER_KEY),
+        keys_url=store,
+    )
+    try:
+        with pytest.raises(PersonErased) as erased:
+            await copy.get_session(alice_session)
+        assert str(erased.value) == (
+            f"User {alice} was erased: their data key is destroyed, so what this database "
+            "still holds of them cannot be read."
+        )
+        with pytest.raises(PersonErased):
+            await copy.find_user(MARKERS["identity"])
+        with pytest.raises(PersonErased):
+            await copy.get_user_sessions(alice)
+        with pytest.raises(PersonErased):
+            await copy.get_session_conversation(alice_session)
+        # Other people's sessions read as before.
+        bob = await copy.get_session(bob_session)
+        assert bob is not None and bob.design_challenge == MARKERS["challenge"]
+        assert [s.id for s in await copy.list_sessions()] == [bob_session]
+    finally:
+        await copy.aclose()
+
+
+async def test_a_value_moved_to_another_row_fails_to_open(repo: Repository) -> None:
+    _, sid = await visit(repo)
+    first, second = await repo.get_session_conversation(sid)
+    async with repo.engine.begin() as conn:
+        content = (
+            await conn.execute(
+                text("SELECT content FROM session_conversations WHERE id = :id"), {"id": first.id}
+            )
+        ).scalar()
+        await conn.execute(
+            text("UPDATE session_conversations SET content = :c WHERE id = :id"),
+            {"c": content, "id": second.id},
+        )
+    with pytest.raises(CorruptBlob, match="fails its authentication"):
+        await repo.get_session_conversation(sid)
+
+
+async def test_rotating_the_master_key_rewraps_keys_and_leaves_the_data(
+    sqlite_url: str,
+) -> None:
+    new_key = "a-brand-new-master-key-0123456789abcdef"
+    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
+    try:
+        user_id, sid = await visit(repo)
+        before = dump(sqlite_url)
+    finally:
+        await repo.aclose()
+    rotating = MasterKeys.of(new_key, [MASTER_KEY])
+    repo = await open_repository(sqlite_url, secret=MEMORY_SECRET, master_keys=rotating)
+    try:
+        assert await repo.vault.store.rewrap(rotating) == (2, 0)  # alice and the lookup key
+        assert await repo.vault.store.rewrap(rotating) == (0, 2)
+    finally:
+        await repo.aclose()
+    assert dump(sqlite_url) == before  # no row touched
+    repo = await open_repository(
+        sqlite_url, secret=MEMORY_SECRET, master_keys=MasterKeys.of(new_key)
+    )
+    try:
+        assert (await repo.get_session(sid)).design_challenge == MARKERS["challenge"]  # type: ignore[union-attr]
+        assert (await repo.find_user(MARKERS["identity"])).id == user_id  # type: ignore[union-attr]
+    finally:
+        await repo.aclose()
+    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
+    try:
+        with pytest.raises(ConfigError, match="which is not configured"):
+            await repo.get_session(sid)
+    finally:
+        await repo.aclose()
+
+
+async def test_a_key_store_is_required_apart_from_a_postgres_database() -> None:
+    url = "postgresql+asyncpg://coach@127.0.0.1/coach"
+    with pytest.raises(ConfigError, match="COACH_KEYS_URL is required"):
+        await open_repository(url, secret=MEMORY_SECRET, master_keys=MasterKeys.of(MASTER_KEY))
+    with pytest.raises(ConfigError, match="names the data database itself"):
+        await open_repository(
+            url, secret=MEMORY_SECRET, master_keys=MasterKeys.of(MASTER_KEY), keys_url=url
+        )
+
+
+def test_a_short_master_key_is_refused_with_how_to_make_one() -> None:
+    with pytest.raises(ConfigError, match="at least 32 characters.*python -m coach keys new"):
+        MasterKeys.of("too-short")
