@@ -24,6 +24,7 @@ from livekit.agents import llm
 from sqlalchemy.engine import make_url
 
 from coach.persistence import Database, Repository, open_repository
+from coach.persistence.keystore import Vault
 from coach.prompts import load_prompts
 from coach.recording import Recorder, RecorderStats
 from coach.runtime import Runtime
@@ -127,6 +128,7 @@ async def open_runtime(url: str) -> Runtime:
     store = Repository(
         Database(url, busy_timeout_ms=250),
         secret=settings.memory_secret,
+        vault=Vault.open(url, **keys_of(url)),
         phase_ids=prompts.manifest.ids,
     )
     recorder = Recorder(store, shutdown_timeout=settings.recorder_shutdown_timeout)
