@@ -96,11 +96,10 @@ def _time_of(session_id: str, message_id: int) -> Any:
     )
 
 
-def open_content(sealer: Sealer, row: Any) -> str:
-    """The text of a conversation row (``session_id``, ``created_at``, ``role``,
-    ``content``)."""
-    bound = (row.session_id, row.created_at, row.role)
-    text: str = sealer.open("session_conversations", "content", bound, row.content)
+def open_content(sealer: Sealer, session_id: str, created_at: Any, role: str, blob: Any) -> str:
+    """The text of a conversation row, opened (its session, time and role name it)."""
+    bound = (session_id, created_at, role)
+    text: str = sealer.open("session_conversations", "content", bound, blob)
     return text
 
 
@@ -111,7 +110,7 @@ def message_record(row: AnyRow, sealer: Sealer) -> MessageRecord:
         row.session_id,
         row.phase_id,
         row.role,
-        open_content(sealer, row),
+        open_content(sealer, row.session_id, row.created_at, row.role, row.content),
         row.interrupted,
         row.created_at,
     )
@@ -128,7 +127,7 @@ class WindowMessage(NamedTuple):
 
 
 _WINDOW: Final = (
-    select(_C.role, _C.content, _C.phase_id, _C.interrupted, _C.id, _C.session_id, _C.created_at)
+    select(_C.role, _C.content, _C.phase_id, _C.interrupted, _C.id, _C.created_at)
     .where(_C.session_id == bindparam("b_id"))
     .order_by(_C.created_at.desc(), _C.id.desc())
     .limit(bindparam("b_limit"))
@@ -141,6 +140,12 @@ def fetch_window(
     """The newest ``count`` messages, oldest first, opened."""
     rows = conn.execute(_WINDOW, {"b_id": session_id, "b_limit": count}).all()
     return [
-        WindowMessage(row.role, open_content(sealer, row), row.phase_id, row.interrupted, row.id)
+        WindowMessage(
+            row.role,
+            open_content(sealer, session_id, row.created_at, row.role, row.content),
+            row.phase_id,
+            row.interrupted,
+            row.id,
+        )
         for row in reversed(rows)
     ]

@@ -25,7 +25,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -154,23 +154,24 @@ class Sealer:
     def seal_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a row to insert) with its personal columns sealed; the row's
         naming columns must be among ``values``."""
-        spec = SEALED[table]
-        row = [values[name] for name in spec.row]
-        out = dict(values)
-        for column in spec.columns:
-            if column in out:
-                out[column] = self.seal(table, column, row, out[column])
-        return out
+        return _each(table, values, self.seal)
 
     def open_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a row read) with its personal columns opened."""
-        spec = SEALED[table]
-        row = [values[name] for name in spec.row]
-        out = dict(values)
-        for column in spec.columns:
-            if column in out:
-                out[column] = self.open(table, column, row, out[column])
-        return out
+        return _each(table, values, self.open)
+
+
+def _each(
+    table: str, values: Mapping[str, Any], change: Callable[[str, str, list[Any], Any], Any]
+) -> dict[str, Any]:
+    """``values`` with ``change`` applied to each personal column of ``table`` present."""
+    spec = SEALED[table]
+    row = [values[name] for name in spec.row]
+    out = dict(values)
+    for column in spec.columns:
+        if column in out:
+            out[column] = change(table, column, row, out[column])
+    return out
 
 
 def _derive(material: str) -> bytes:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from sqlalchemy import Column, LargeBinary, MetaData, String, Table, delete, func, select, update
 from sqlalchemy.engine import URL, Connection, make_url
@@ -32,6 +32,8 @@ from .schema import UTCDateTime, utcnow
 from .sql import upsert
 
 __all__ = ["KEY_CACHE", "HeldKeys", "KeyStore", "Vault", "default_keys_url"]
+
+T = TypeVar("T")
 
 KEY_CACHE: Final = 4096
 """Data keys one process keeps unwrapped at most (the least recently used go first)."""
@@ -73,13 +75,13 @@ class KeyStore:
         """Where the keys are."""
         return self._db.url
 
-    async def _run(self, op: object, *, write: bool, what: str) -> object:
+    async def _run(self, op: Callable[[Connection], T], *, write: bool, what: str) -> T:
         if not self._ready:
             await self._db.run(
                 lambda conn: _METADATA.create_all(conn), write=True, what="open the key store"
             )
             self._ready = True
-        return await self._db.run(op, write=write, what=what)  # type: ignore[arg-type]
+        return await self._db.run(op, write=write, what=what)
 
     async def fetch(self, owners: Iterable[str]) -> dict[str, tuple[str, bytes]]:
         """``owner -> (master key id, wrapped key)`` of the owners that have one."""
@@ -93,8 +95,7 @@ class KeyStore:
         def unit(conn: Connection) -> dict[str, tuple[str, bytes]]:
             return {row[0]: (row[1], bytes(row[2])) for row in conn.execute(stmt)}
 
-        found = await self._run(unit, write=False, what="read data keys")
-        return found  # type: ignore[return-value]
+        return await self._run(unit, write=False, what="read data keys")
 
     async def add(self, owner: str, key_id: str, wrapped: bytes) -> tuple[str, bytes]:
         """Store ``owner``'s key unless one is stored already; return the stored one
@@ -110,16 +111,14 @@ class KeyStore:
             ).one()
             return row[0], bytes(row[1])
 
-        return await self._run(unit, write=True, what="store a data key")  # type: ignore[return-value]
+        return await self._run(unit, write=True, what="store a data key")
 
     async def destroy(self, owners: Sequence[str]) -> int:
         """Delete the owners' keys; return how many there were."""
         stmt = delete(DATA_KEYS).where(DATA_KEYS.c.owner_id.in_(list(owners)))
-        count = await self._run(
-            lambda conn: conn.execute(stmt).rowcount, write=True, what="destroy data keys"
+        return await self._run(
+            lambda conn: int(conn.execute(stmt).rowcount), write=True, what="destroy data keys"
         )
-        assert isinstance(count, int)
-        return count
 
     async def rewrap(self, masters: MasterKeys) -> tuple[int, int]:
         """Re-wrap every key not wrapped by the current master key under it, in one
@@ -141,7 +140,7 @@ class KeyStore:
             total = conn.scalar(select(func.count()).select_from(DATA_KEYS)) or 0
             return len(stale), int(total) - len(stale)
 
-        return await self._run(unit, write=True, what="re-wrap data keys")  # type: ignore[return-value]
+        return await self._run(unit, write=True, what="re-wrap data keys")
 
     async def aclose(self) -> None:
         """Close the key store's connections."""

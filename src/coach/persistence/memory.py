@@ -18,6 +18,7 @@ from sqlalchemy.orm import aliased
 
 from ..errors import CorruptBlob, InvalidWrite
 from .codec import StepCodec
+from .conversation import open_content
 from .crypto import Sealer
 from .schema import AgentStep, SessionConversation
 from .sql import AGENT_STEPS, SESSIONS, AnyRow
@@ -221,8 +222,7 @@ def opened_steps(sealer: Sealer, session_id: str, rows: Sequence[AnyRow]) -> lis
         payload = sealer.open("agent_steps", "payload", (session_id, row.seq), row.payload)
         text = row.content
         if text is not None:
-            bound = (session_id, row.message_at, row.message_role)
-            text = sealer.open("session_conversations", "content", bound, text)
+            text = open_content(sealer, session_id, row.message_at, row.message_role, text)
         opened.append((row.seq, row.codec, row.version, row.signature, payload, text))
     return opened
 
