@@ -39,6 +39,7 @@ from coach.persistence import open_repository
 from coach.recording import Recorder
 from coach.store import AddMessage, AppendSteps
 
+from .measure import coach_keys
 from .text import Turn
 
 SECRET = b"x" * 32
@@ -114,7 +115,9 @@ class CoachBackend:
 
     async def open(self) -> None:
         """Open the repository (migrating a fresh database) and create the user."""
-        self.repo = await open_repository(self.url, secret=SECRET, create_schema=True)
+        self.repo = await open_repository(
+            self.url, **coach_keys(self.url), secret=SECRET, create_schema=True
+        )
         self.user_id = (await self.repo.get_or_create_user("bench")).id
 
     async def new_session(self, key: str) -> CoachSession:

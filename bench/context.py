@@ -38,6 +38,8 @@ from coach.state.design import add_insight, empty_data
 from coach.state.history import estimate_tokens
 from coach.testing import FakeOpenAIServer, Reply, call, say
 
+from .measure import key_settings
+
 COMMAND = "python -m bench.context"
 CHALLENGE = "Redesign onboarding for a budgeting app so that new users finish setting it up."
 AGENTS: dict[str, AgentKind] = {
@@ -122,6 +124,7 @@ async def visit_rows(directory: Path) -> tuple[list[Row], list[Usage]]:
     """Run the scripted visit and measure every request."""
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{directory / 'coach.db'}",
+        **key_settings(f"sqlite+aiosqlite:///{directory / 'coach.db'}"),
         secret_key="bench-secret-0123456789abcdef",
         llm_base_url="http://127.0.0.1:9/v1",
     )

@@ -35,7 +35,18 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .measure import LoopMeter, Ratio, pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
+from .measure import (
+    LoopMeter,
+    Ratio,
+    coach_keys,
+    key_settings,
+    pg_database,
+    pg_url,
+    sqlite_dir,
+    sqlite_url,
+    table,
+    verdict,
+)
 from .text import TextGenerator
 
 STALL_LIMIT_MS = 5.0
@@ -301,10 +312,11 @@ async def section_conversation(db: str, turns: int, pairs: int) -> ConversationR
 
     result = ConversationResult(db, turns)
     async with _database(db) as url:
-        repo = await open_repository(url, secret=b"x" * 32, create_schema=True)
+        repo = await open_repository(url, **coach_keys(url), secret=b"x" * 32, create_schema=True)
         await repo.aclose()
         settings = Settings(
             database_url=url,
+            **key_settings(url),
             secret_key=SecretStr("coach-bench-secret-0123456789abcdef"),
             llm_base_url="http://127.0.0.1:9/v1",
             _env_file=None,

@@ -21,6 +21,7 @@ import json
 import statistics
 import time
 
+from .measure import key_settings
 from .paired import main as paired_main
 from .paired import paired_trials
 
@@ -34,6 +35,7 @@ async def _job(mode: str, url: str, database: str) -> dict[str, float]:
 
     settings = Settings(
         database_url=database,
+        **key_settings(database),
         secret_key="bench-first-reply-secret-0123456789",
         llm_base_url=url,
         llm_model="fake",

@@ -32,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .measure import key_settings
 from .paired import main as paired_main
 from .paired import paired_trials
 
@@ -81,6 +82,7 @@ async def _job(mode: str, url: str, database: str) -> dict[str, Any]:
 
     settings = Settings(
         database_url=database,
+        **key_settings(database),
         secret_key="bench-loop-blocks-secret-0123456789",
         llm_base_url=url,
         llm_model="fake",

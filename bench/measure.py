@@ -59,6 +59,31 @@ async def pg_database(tag: str) -> AsyncIterator[str]:
         await pg_fetchval(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+MASTER_KEY = "coach-bench-master-key-0123456789abcdef"
+"""The master key of every coach repository the bench opens (``COACH_MASTER_KEY``)."""
+
+
+def key_store(url: str) -> str | None:
+    """The key store of a bench database: beside a SQLite file (``None``: the default), or
+    a SQLite file named after a PostgreSQL database, as a deployment keeps them apart."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return None
+    return f"sqlite:///{Path(tempfile.gettempdir()) / f'coach-bench-keys-{parsed.database}.db'}"
+
+
+def key_settings(url: str) -> dict[str, Any]:
+    """The key settings of a bench database, for ``Settings``."""
+    return {"master_key": MASTER_KEY, "keys_url": key_store(url)}
+
+
+def coach_keys(url: str) -> dict[str, Any]:
+    """``open_repository``'s key arguments for a bench database."""
+    from coach.persistence.crypto import MasterKeys
+
+    return {"master_keys": MasterKeys.of(MASTER_KEY), "keys_url": key_store(url)}
+
+
 @contextlib.contextmanager
 def sqlite_dir() -> Iterator[Path]:
     """A temporary directory for SQLite files, removed afterwards."""

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .measure import percentile, pg_database, pg_url, table, verdict
+from .measure import coach_keys, percentile, pg_database, pg_url, table, verdict
 
 SECRET = b"x" * 32
 RAW_BATCH = 100
@@ -81,7 +81,7 @@ async def _work(
     from .backends import chat_items
     from .text import turns
 
-    repo = await open_repository(url, secret=SECRET)
+    repo = await open_repository(url, **coach_keys(url), secret=SECRET)
     try:
         user = await repo.get_or_create_user(f"bench-{mode}-{index}-{time.time_ns()}")
         ids = [(await repo.create_session(user.id, "challenge")).id for _ in range(sessions)]
@@ -260,7 +260,7 @@ async def section_load(
     result = LoadResult(processes, sessions, [], [], rate)
     async with pg_database("load") as name:
         url = pg_url(name)
-        repo = await open_repository(url, secret=SECRET, create_schema=True)
+        repo = await open_repository(url, **coach_keys(url), secret=SECRET, create_schema=True)
         await repo.aclose()
         loop = asyncio.get_running_loop()
         for rep in range(reps):

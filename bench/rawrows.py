@@ -5,8 +5,9 @@ them) is cut into batches of ``batch`` ops — the recorder's ``max_batch``, whi
 it commits under sustained load — and each batch becomes the rows coach's
 ``write_batch`` stores for it: the sessions' claims of their memory positions, the
 conversation rows, the memory-step rows (signed, the text of a step left out when its
-message is in the same batch, as coach does). Everything is encoded and signed
-**before** the timer: what :class:`RawSQLite` and :class:`RawAsyncpg` time is the
+message is in the same batch, as coach does), the texts and payloads sealed with a
+person's key as coach seals them (same cipher, same size). Everything is encoded, signed
+and sealed **before** the timer: what :class:`RawSQLite` and :class:`RawAsyncpg` time is the
 database work a hand-written writer cannot avoid — one transaction per batch, through
 stdlib ``sqlite3`` in one worker thread (one hand-off per batch) or ``asyncpg`` on the
 event loop.
@@ -28,6 +29,7 @@ from typing import Any
 import asyncpg
 
 from coach.persistence.codec import StepCodec
+from coach.persistence.crypto import Sealer, new_data_key
 from coach.persistence.memory import encode_rows, message_text
 from coach.store import AddMessage, AppendSteps
 
@@ -40,19 +42,33 @@ class RawBatch:
 
     claims: list[tuple[str, int, int]] = field(default_factory=list)
     """(session, stored count before, count after), in session order."""
-    messages: list[tuple[str, str, str]] = field(default_factory=list)
-    """(session, role, content)."""
+    messages: list[tuple[str, str, bytes]] = field(default_factory=list)
+    """(session, role, sealed content)."""
     steps: list[tuple[str, int, str, int, bytes, bytes]] = field(default_factory=list)
     """(session, seq, codec, version, signature, payload)."""
     links: list[int | None] = field(default_factory=list)
     """Per step row: the index of its message in :attr:`messages`, or ``None``."""
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    """The messages' time (their seal binds it)."""
 
 
-def raw_batches(ops: Sequence[object], codec: StepCodec, batch: int = 100) -> list[RawBatch]:
-    """``ops`` cut into batches of ``batch`` and turned into coach's rows."""
+def raw_batches(
+    ops: Sequence[object], codec: StepCodec, batch: int = 100, sealer: Sealer | None = None
+) -> list[RawBatch]:
+    """``ops`` cut into batches of ``batch`` and turned into coach's rows, sealed with
+    ``sealer`` (the sessions' owner's, for rows coach reads back; default: a random key,
+    the same work)."""
     out = []
+    sealer = sealer or Sealer("raw", new_data_key())
+
+    def sealed(table: str, column: str, row: tuple[object, ...], value: object) -> bytes:
+        blob = sealer.seal(table, column, row, value)
+        assert blob is not None
+        return blob
+
     for first in range(0, len(ops), batch):
         rows = RawBatch()
+        now = rows.now
         appends: dict[str, tuple[int, list[object]]] = {}
         waiting: dict[tuple[str, str, str], deque[int]] = {}
         for op in ops[first : first + batch]:
@@ -60,7 +76,10 @@ def raw_batches(ops: Sequence[object], codec: StepCodec, batch: int = 100) -> li
                 waiting.setdefault((op.session_id, op.role, op.content), deque()).append(
                     len(rows.messages)
                 )
-                rows.messages.append((op.session_id, op.role, op.content))
+                content = sealed(
+                    "session_conversations", "content", (op.session_id, now, op.role), op.content
+                )
+                rows.messages.append((op.session_id, op.role, content))
             elif isinstance(op, AppendSteps):
                 start, steps = appends.setdefault(op.session_id, (op.start, []))
                 steps.extend(op.steps)
@@ -84,7 +103,7 @@ def raw_batches(ops: Sequence[object], codec: StepCodec, batch: int = 100) -> li
                         row["codec"],
                         row["version"],
                         row["signature"],
-                        row["payload"],
+                        sealed("agent_steps", "payload", (sid, row["seq"]), row["payload"]),
                     )
                 )
         out.append(rows)
@@ -128,7 +147,7 @@ class RawSQLite:
 
     async def write(self, rows: RawBatch) -> None:
         """The batch in one transaction."""
-        now = datetime.now(UTC).replace(tzinfo=None).isoformat(" ")
+        now = rows.now.replace(tzinfo=None).isoformat(" ")
 
         def unit() -> None:
             conn = self.conn
@@ -176,7 +195,7 @@ class RawAsyncpg:
         """The batch in one transaction."""
         conn = self.conn
         assert conn is not None
-        now = datetime.now(UTC)
+        now = rows.now
         async with conn.transaction():
             for sid, before, after in rows.claims:
                 status = await conn.execute(
@@ -189,7 +208,7 @@ class RawAsyncpg:
                 records = await conn.fetch(
                     "INSERT INTO session_conversations (session_id, phase_id, role, content, "
                     "interrupted, created_at) SELECT s, NULL, r, c, false, $4 "
-                    "FROM unnest($1::uuid[], $2::varchar[], $3::text[]) AS t(s, r, c) "
+                    "FROM unnest($1::uuid[], $2::varchar[], $3::bytea[]) AS t(s, r, c) "
                     "RETURNING id",
                     [uuid.UUID(m[0]) for m in rows.messages],
                     [m[1] for m in rows.messages],

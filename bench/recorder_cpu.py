@@ -46,7 +46,7 @@ from coach.recording import Recorder
 from coach.store import AddMessage, AppendSteps
 
 from .backends import SECRET, chat_items
-from .measure import pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
+from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
 from .rawrows import RawAsyncpg, RawSQLite, raw_batches
 from .text import turns
 
@@ -151,7 +151,9 @@ async def write_raw(raw: RawSQLite | RawAsyncpg, ops: Sequence[Any]) -> tuple[fl
 @asynccontextmanager
 async def _pg_repo() -> AsyncIterator[tuple[Any, str]]:
     async with pg_database("reccpu") as name:
-        repo = await open_repository(pg_url(name), secret=SECRET, create_schema=True)
+        repo = await open_repository(
+            pg_url(name), **coach_keys(pg_url(name)), secret=SECRET, create_schema=True
+        )
         try:
             yield repo, pg_url(name, "postgresql")
         finally:
@@ -167,7 +169,9 @@ async def _sqlite_round(
     kind: str, directory: Path, sessions: int, per: int, n: int
 ) -> tuple[float, ...]:
     path = directory / f"{kind}-{n}.db"
-    repo = await open_repository(sqlite_url(path), secret=SECRET, create_schema=True)
+    repo = await open_repository(
+        sqlite_url(path), **coach_keys(sqlite_url(path)), secret=SECRET, create_schema=True
+    )
     try:
         ops = workload(await _new_sessions(repo, sessions), per, seed=n)
         if kind == "coach":

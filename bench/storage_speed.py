@@ -59,7 +59,7 @@ from coach.persistence.codec import StepCodec
 from coach.store import AddMessage, AppendSteps
 
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items
-from .measure import pg_database, pg_url, sqlite_dir, sqlite_url
+from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url
 from .text import Turn, turns
 
 COMMAND = "python -m bench.storage_speed"
@@ -321,7 +321,9 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
 async def section_pings(transactions: int) -> tuple[int, Batch]:
     """``transactions`` one-turn ``write_batch`` calls on PostgreSQL; the pings sent."""
     async with pg_database("pings") as name:
-        repo = await open_repository(pg_url(name), secret=SECRET, create_schema=True)
+        repo = await open_repository(
+            pg_url(name), **coach_keys(pg_url(name)), secret=SECRET, create_schema=True
+        )
         try:
             pings = 0
             dialect = repo.sync_engine.dialect

@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from .backends import SECRET, AgentsSQLiteBackend
-from .measure import pg_bytes, pg_database, pg_url, sqlite_bytes, sqlite_dir, sqlite_tables
+from .measure import (
+    coach_keys,
+    key_settings,
+    pg_bytes,
+    pg_database,
+    pg_url,
+    sqlite_bytes,
+    sqlite_dir,
+    sqlite_tables,
+)
 from .measure import table as md_table
 
 COMMAND = "python -m bench.visit_storage"
@@ -105,11 +114,12 @@ async def visit(db: str, turns: int, directory: Path, name: str | None) -> list[
     from .conversation import Meters, converse, meter_recorder_task, meter_submits
 
     url = pg_url(name) if name else f"sqlite+aiosqlite:///{directory / 'visit.db'}"
-    repo = await open_repository(url, secret=SECRET, create_schema=True)
+    repo = await open_repository(url, **coach_keys(url), secret=SECRET, create_schema=True)
     await repo.aclose()
     empty = await _size(db, directory / "visit.db", name)
     settings = Settings(
         database_url=url,
+        **key_settings(url),
         secret_key=SecretStr("coach-bench-secret-0123456789abcdef"),
         llm_base_url="http://127.0.0.1:9/v1",
         _env_file=None,

@@ -36,6 +36,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .measure import key_settings
+
 if TYPE_CHECKING:
     from livekit.agents import TurnHandlingOptions
 
@@ -152,6 +154,7 @@ async def run(rounds: int, turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="coach-bench-voice-") as tmp:
         settings = Settings(
             database_url=f"sqlite+aiosqlite:///{Path(tmp) / 'coach.db'}",
+            **key_settings(f"sqlite+aiosqlite:///{Path(tmp) / 'coach.db'}"),
             secret_key="bench-voice-secret-0123456789abcdef",
             llm_base_url="http://127.0.0.1:9/v1",
         )

@@ -67,6 +67,13 @@ def _unique_name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
 
+@pytest.fixture(autouse=True)
+def _test_master_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's settings have the test master key, as its repositories do (and none
+    creates a master key in the user's real data directory)."""
+    monkeypatch.setenv("COACH_MASTER_KEY", MASTER_KEY)
+
+
 @pytest.fixture(scope="session")
 def _pg_template() -> Iterator[str]:
     """One migrated PostgreSQL database per test run that per-test databases clone."""

@@ -52,7 +52,8 @@ async def test_raw_sqlite_rows_read_back_as_coach_s(sqlite_url: str, open_repo: 
     repo: Repository = await open_repo(sqlite_url)  # type: ignore[operator]
     user = await repo.get_or_create_user("raw")
     sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
-    batches = raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), batch=4)
+    sealer = await repo.vault.sealer(user.id)
+    batches = raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), batch=4, sealer=sealer)
     assert any(link is None for b in batches for link in b.links)  # a turn split in two
     raw = RawSQLite(make_url(sqlite_url).database)  # type: ignore[arg-type]
     await raw.open()
@@ -72,7 +73,8 @@ async def test_raw_asyncpg_rows_read_back_as_coach_s(postgres_url: str, open_rep
     raw = RawAsyncpg(make_url(postgres_url).set(drivername="postgresql").render_as_string(False))
     await raw.open()
     try:
-        for rows in raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), batch=4):
+        sealer = await repo.vault.sealer(user.id)
+        for rows in raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), 4, sealer):
             await raw.write(rows)
     finally:
         await raw.aclose()

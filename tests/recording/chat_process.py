@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from coach.testing import FakeOpenAIServer, Reply, Script
-from tests.support import MEMORY_SECRET
+from tests.support import MEMORY_SECRET, key_env
 
 
 def workplace(home: Path) -> Path:
@@ -33,6 +33,7 @@ def chat_env(
         COACH_LLM_MODEL="fake",
         PYTHONUNBUFFERED="1",
     )
+    env.update(key_env(database_url))
     if release is not None:
         env["PYTHONPATH"] = str(release)
     return env

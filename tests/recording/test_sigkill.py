@@ -39,7 +39,7 @@ from coach.persistence import Repository, open_repository
 from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.testing import call, say
-from tests.support import MEMORY_SECRET, keys_of
+from tests.support import MEMORY_SECRET, key_env, keys_of
 
 from .visit import TURNS, start_visit
 
@@ -81,6 +81,7 @@ async def child(database_url: str, tmp_path: Path) -> AsyncIterator[Child]:
         COACH_LLM_BASE_URL="http://127.0.0.1:9/v1",
         PYTHONUNBUFFERED="1",
     )
+    env.update(key_env(database_url))
     stderr = tmp_path / "child.stderr"
     with stderr.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(

@@ -37,7 +37,7 @@ from coach.surfaces.room import STATE_TOPIC, STEPS_TOPIC, StateMessage, StepMess
 from coach.surfaces.rpc import METHODS
 from coach.testing import ScriptedLLM, call, say
 from coach.testing.fake_room import FakeRoom, SentStream
-from tests.support import MEMORY_SECRET, keys_of
+from tests.support import MEMORY_SECRET, key_env, keys_of
 
 CONTRACT: TypeAdapter[Any] = TypeAdapter(StateMessage)
 STEPS_CONTRACT: TypeAdapter[Any] = TypeAdapter(StepMessage)
@@ -55,6 +55,8 @@ def job_settings(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
             monkeypatch.delenv(name)
     monkeypatch.setenv("COACH_DATABASE_URL", database_url)
     monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    for name, value in key_env(database_url).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("COACH_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # STT/TTS: nowhere
     monkeypatch.setenv("COACH_RECORDER_COMMIT_INTERVAL", "3600")
     return database_url
