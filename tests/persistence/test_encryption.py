@@ -210,6 +210,25 @@ async def test_a_value_moved_to_another_row_fails_to_open(repo: Repository) -> N
         await repo.get_session_conversation(sid)
 
 
+async def test_two_messages_of_one_batch_cannot_be_swapped(repo: Repository) -> None:
+    """Same session, same role, one batch: each message's time still names it."""
+    _, sid = await visit(repo)
+    await repo.write_batch([AddMessage(sid, "user", "first"), AddMessage(sid, "user", "second")])
+    *_, first, second = await repo.get_session_conversation(sid)
+    assert (first.content, second.content) == ("first", "second")
+    assert first.created_at < second.created_at
+    async with repo.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE session_conversations SET content = "
+                "(SELECT content FROM session_conversations WHERE id = :a) WHERE id = :b"
+            ),
+            {"a": first.id, "b": second.id},
+        )
+    with pytest.raises(CorruptBlob, match="fails its authentication"):
+        await repo.get_session_conversation(sid)
+
+
 async def test_rotating_the_master_key_rewraps_keys_and_leaves_the_data(
     sqlite_url: str,
 ) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -71,8 +71,9 @@ class Plan:
         both for every user and assistant message) is stored without that text: the
         conversation row keeps it once.
 
-        The batch is stamped with one time; each phase output with its own (they are
-        listed in creation order).
+        The batch is stamped with one time — its messages a microsecond apart, in order,
+        so that a message's session, time and role name it —; each phase output with its
+        own (they are listed in creation order).
 
         Raises:
             InvalidRole: A message with a bad role.
@@ -104,7 +105,9 @@ class Plan:
         if not isinstance(sid, str):
             raise InvalidWrite(f"unknown write op: {type(op).__name__}")
         if isinstance(op, AddMessage):
-            self.messages.append(message_row(op, self.now))
+            # One microsecond apart: a message's time names it (its seal binds the time).
+            at = self.now + timedelta(microseconds=len(self.messages))
+            self.messages.append(message_row(op, at))
         elif isinstance(op, AppendSteps):
             if op.start < 0:
                 raise InvalidWrite("start must not be negative")

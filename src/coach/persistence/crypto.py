@@ -73,8 +73,8 @@ SEALED: Final[Mapping[str, Sealed]] = {
         ("system_prompt", "user_input", "output", "error", "state_snapshot"),
         ("session_id", "phase_id"),
     ),
-    # The database numbers a message only on insert; its time and role name it instead
-    # (a batch's messages share one time, and hold one user and one assistant message).
+    # The database numbers a message only on insert; its time names it instead (a batch
+    # stamps its messages a microsecond apart).
     "session_conversations": Sealed(("content",), ("session_id", "created_at", "role")),
     "agent_steps": Sealed(("payload",), ("session_id", "seq")),
     "session_state": Sealed(("data", "template", "view"), ("session_id",)),
