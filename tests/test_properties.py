@@ -39,7 +39,7 @@ from coach.store import check_identity, clean_text, identity_keys, is_clean
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.testing import ScriptedLLM, ToolCall, calls, say
 from coach.userdata import UserData
-from tests.support import MEMORY_SECRET, keys_of
+from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url
 
 T = TypeVar("T")
 
@@ -196,6 +196,8 @@ def test_cli_arguments_give_a_result_or_one_line(
     monkeypatch.chdir(tmp_path)  # no developer .env
     monkeypatch.setenv("COACH_DATABASE_URL", database_url)
     monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    for name, value in key_env(database_url).items():
+        monkeypatch.setenv(name, value)
     framework = logging.getLogger("livekit")
     monkeypatch.setattr(framework, "level", framework.level)  # main() quiets it
 
@@ -239,6 +241,7 @@ def tool_settings(database_url: str) -> Settings:
     """Settings on a migrated database; the LLM is scripted, never this address."""
     return Settings(
         database_url=database_url,
+        keys_url=keys_url(database_url),
         secret_key=MEMORY_SECRET.decode(),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=5,

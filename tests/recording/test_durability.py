@@ -29,7 +29,7 @@ from coach.prompts import load_prompts
 from coach.recording import Recorder, RecorderStats
 from coach.runtime import Runtime
 from coach.settings import Settings
-from tests.support import MEMORY_SECRET, keys_of
+from tests.support import MEMORY_SECRET, keys_of, keys_url
 
 from .tcp_proxy import TcpProxy
 from .visit import STRATEGIST_FROM, TURNS, Watcher, reply_of, run_turn, start_visit
@@ -120,6 +120,7 @@ async def open_runtime(url: str) -> Runtime:
     """
     settings = Settings(
         database_url=url,
+        keys_url=keys_url(url),
         secret_key=MEMORY_SECRET.decode(),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=10,

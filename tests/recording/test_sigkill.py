@@ -39,7 +39,7 @@ from coach.persistence import Repository, open_repository
 from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.testing import call, say
-from tests.support import MEMORY_SECRET, key_env, keys_of
+from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url
 
 from .visit import TURNS, start_visit
 
@@ -183,6 +183,7 @@ async def assert_resumes(
 ) -> None:
     settings = Settings(
         database_url=database_url,
+        keys_url=keys_url(database_url),
         secret_key=MEMORY_SECRET.decode(),
         llm_base_url="http://127.0.0.1:9/v1",
         recorder_shutdown_timeout=10,

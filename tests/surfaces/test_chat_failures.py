@@ -26,7 +26,7 @@ from coach.testing.script import is_render_request
 from coach.testing.scripted_llm import ScriptedLLMStream
 from tests.processes import running
 from tests.recording.tcp_proxy import TcpProxy
-from tests.support import keys_of
+from tests.support import keys_of, keys_url
 
 from .test_chat_cli import SECRET, coach, coach_env
 
@@ -114,6 +114,7 @@ class FlakyLLM(ScriptedLLM):
 def chat_settings(database_url: str, **extra: Any) -> Settings:
     return Settings(
         database_url=database_url,
+        keys_url=keys_url(database_url),
         secret_key=SECRET,
         llm_base_url=MODEL_URL,
         **extra,

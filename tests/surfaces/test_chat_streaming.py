@@ -9,6 +9,7 @@ import io
 from coach.settings import Settings
 from coach.surfaces.chat import DIM, EXIT_OK, RESET, WAITING, run_chat
 from coach.testing.paced_llm import PacedLLM
+from tests.support import keys_url
 
 from .test_chat_cli import SECRET
 
@@ -37,6 +38,7 @@ class Terminal(io.StringIO):
 def settings(database_url: str) -> Settings:
     return Settings(
         database_url=database_url,
+        keys_url=keys_url(database_url),
         secret_key=SECRET,
         llm_base_url="http://127.0.0.1:9/v1",
     )

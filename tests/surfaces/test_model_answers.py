@@ -18,6 +18,7 @@ from coach.models import build_llm
 from coach.settings import Settings
 from coach.surfaces.chat import EXIT_MODEL_FAILED, run_chat
 from coach.testing import FakeOpenAIServer, say
+from tests.support import keys_url
 
 from .test_chat_cli import SECRET
 
@@ -52,6 +53,7 @@ def model_errors() -> float:
 async def chat(url: str, database_url: str, lines: str) -> tuple[int, str, str]:
     settings = Settings(
         database_url=database_url,
+        keys_url=keys_url(database_url),
         secret_key=SECRET,
         llm_base_url=url,
         llm_model="fake",

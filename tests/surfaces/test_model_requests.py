@@ -15,6 +15,7 @@ from coach.models import build_llm
 from coach.settings import Settings
 from coach.surfaces.chat import EXIT_OK, run_chat
 from coach.testing import DEMO_SCRIPT, FakeOpenAIServer, load_script
+from tests.support import keys_url
 
 from .test_chat_cli import SECRET
 
@@ -25,6 +26,7 @@ TURNS = "I'm Ada\nOnboarding for my budgeting app\nThey quit at bank linking\n"
 def settings_for(server: FakeOpenAIServer, database_url: str, **extra: Any) -> Settings:
     return Settings(
         database_url=database_url,
+        keys_url=keys_url(database_url),
         secret_key=SECRET,
         llm_base_url=server.base_url,
         llm_model="fake",

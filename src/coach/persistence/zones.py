@@ -75,8 +75,7 @@ def check_zone_write(op: WriteZone) -> WriteZone:
             zone = Zone(op.zone)
         except ValueError:
             raise InvalidWrite(f"unknown zone: {op.zone!r}") from None
-        if op.value is not None:
-            json_object(op.value, zone.value)
+        json_object(op.value, zone.value)
     delta = op.delta
     fitted = {
         "turn_id": fit(delta.turn_id, DELTAS.c.turn_id, "delta turn_id"),
