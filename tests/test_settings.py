@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from coach.errors import ConfigError
+from coach.persistence.crypto import MasterKeys
 from coach.settings import Settings, _local_secret, load_settings
 
 
@@ -28,6 +29,21 @@ def test_shared_database_needs_an_explicit_secret() -> None:
         _ = settings.memory_secret
     with pytest.raises(ConfigError, match="at least 16"):
         _ = Settings(database_url="postgresql+asyncpg://db/coach", secret_key="short").memory_secret
+
+
+def test_shared_database_needs_an_explicit_master_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COACH_MASTER_KEY")
+    settings = Settings(database_url="postgresql+asyncpg://db/coach")
+    with pytest.raises(ConfigError, match="COACH_MASTER_KEY is required.*python -m coach keys new"):
+        _ = settings.master_keys
+    rotating = Settings(
+        database_url="postgresql+asyncpg://db/coach",
+        master_key="n" * 32,
+        previous_master_keys=" " + "o" * 32 + ", " + "p" * 32,
+    ).master_keys
+    assert rotating.current.key_id == MasterKeys.of("n" * 32).current.key_id
+    wrapped = MasterKeys.of("p" * 32).current.wrap("u", b"k" * 32)
+    assert rotating.unwrap("u", MasterKeys.of("p" * 32).current.key_id, wrapped) == b"k" * 32
 
 
 def test_invalid_setting_is_one_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -230,19 +230,16 @@ class Settings(BaseSettings):
         directory; any other database needs ``COACH_SECRET_KEY`` so that every worker
         of a fleet verifies what the others wrote.
         """
-        if self.secret_key is not None:
-            value = self.secret_key.get_secret_value()
-            if len(value) < 16:
-                raise ConfigError("COACH_SECRET_KEY must be at least 16 characters long.")
-            return value.encode()
-        if not self.database_url.startswith("sqlite"):
-            scheme = self.database_url.split("://", 1)[0]
-            raise ConfigError(
-                f"COACH_SECRET_KEY is required with a {scheme} database (COACH_DATABASE_URL); "
-                "every worker using it must have the same key. Generate one with: "
-                'python -c "import secrets; print(secrets.token_hex(32))"'
-            )
-        return _local_secret(default_data_dir() / "secret.key")
+        value = self._fleet_key(
+            self.secret_key,
+            "COACH_SECRET_KEY",
+            "secret.key",
+            "every worker using it must have the same key. Generate one with: "
+            'python -c "import secrets; print(secrets.token_hex(32))"',
+        )
+        if len(value) < 16:
+            raise ConfigError("COACH_SECRET_KEY must be at least 16 characters long.")
+        return value.encode()
 
     @cached_property
     def master_keys(self) -> MasterKeys:
@@ -256,16 +253,27 @@ class Settings(BaseSettings):
 
         previous = self.previous_master_keys.get_secret_value() if self.previous_master_keys else ""
         old = [key.strip() for key in previous.split(",") if key.strip()]
-        if self.master_key is not None:
-            return MasterKeys.of(self.master_key.get_secret_value(), old)
+        current = self._fleet_key(
+            self.master_key,
+            "COACH_MASTER_KEY",
+            "master.key",
+            "every worker using it must have the same key, and it must be kept apart from "
+            "the data and the key store. Make one with: python -m coach keys new",
+        )
+        return MasterKeys.of(current, old)
+
+    def _fleet_key(self, setting: SecretStr | None, name: str, file: str, advice: str) -> str:
+        """The key ``setting`` holds; with a SQLite database and none set, a random one made
+        once in the data directory (``file``); any other database needs it set (``advice``
+        says how, after the error's first words)."""
+        if setting is not None:
+            return setting.get_secret_value()
         if not self.database_url.startswith("sqlite"):
             scheme = self.database_url.split("://", 1)[0]
             raise ConfigError(
-                f"COACH_MASTER_KEY is required with a {scheme} database (COACH_DATABASE_URL); "
-                "every worker using it must have the same key, and it must be kept apart "
-                "from the data and the key store. Make one with: python -m coach keys new"
+                f"{name} is required with a {scheme} database (COACH_DATABASE_URL); {advice}"
             )
-        return MasterKeys.of(_local_secret(default_data_dir() / "master.key").decode(), old)
+        return _local_secret(default_data_dir() / file).decode()
 
 
 def _local_secret(path: Path) -> bytes:
