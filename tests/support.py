@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from coach.persistence import Repository
 from coach.persistence.crypto import MasterKeys
 from coach.runtime import Runtime
 
@@ -44,3 +46,59 @@ def key_env(database_url: str) -> dict[str, str]:
 
 RuntimeFactory = Callable[[], Awaitable[Runtime]]
 """``open_runtime``: opens another runtime on the test's database."""
+
+
+_WAL_AT = text("SELECT file_name, file_offset FROM pg_walfile_name_offset(pg_current_wal_lsn())")
+
+
+async def wal_position(repo: Repository) -> tuple[str, int] | None:
+    """PostgreSQL: where the WAL is written now — segment and offset — (what
+    :func:`stored_bytes` reads from); SQLite: ``None`` (its WAL is a file beside it)."""
+    if repo.dialect != "postgresql":
+        return None
+    async with repo.engine.connect() as conn:
+        name, offset = (await conn.execute(_WAL_AT)).one()
+    return str(name), int(offset)
+
+
+async def stored_bytes(repo: Repository, database_url: str, since: tuple[str, int] | None) -> bytes:
+    """Every byte the database keeps on disk for ``database_url``: a SQLite file with its
+    WAL, or — read raw by the PostgreSQL server as the superuser the tests connect as —
+    every table, index and TOAST relation after a checkpoint and the WAL written from
+    ``since`` (:func:`wal_position`) on, and nothing before it."""
+    if repo.dialect != "postgresql":
+        database = Path(str(make_url(database_url).database))
+        files = [p for p in database.parent.iterdir() if p.name.startswith(database.name)]
+        assert any(p.name.endswith("-wal") for p in files)  # the WAL is read too
+        return b"".join(p.read_bytes() for p in files)
+    assert since is not None
+    read = text("SELECT pg_read_binary_file(CAST(:p AS text), :o, :n)")
+    async with repo.engine.connect() as conn:
+        await conn.execute(text("CHECKPOINT"))
+        end, end_offset = (await conn.execute(_WAL_AT)).one()
+        relations = await conn.execute(
+            text(
+                "SELECT pg_relation_filepath(c.oid) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind IN ('r', 'i', 't') AND n.nspname IN ('public', 'pg_toast') "
+                "AND pg_relation_filepath(c.oid) IS NOT NULL"
+            )
+        )
+        parts = [(path, 0, None) for path in relations.scalars()]
+        segments = await conn.execute(
+            text("SELECT name, size FROM pg_ls_waldir() WHERE name BETWEEN :a AND :b"),
+            {"a": since[0], "b": end},
+        )
+        for name, size in sorted(segments.all()):
+            first = since[1] if name == since[0] else 0
+            last = end_offset if name == end else size
+            parts.append((f"pg_wal/{name}", first, last - first))
+        assert any(path.startswith("pg_wal/") and n for path, _, n in parts)
+        chunks = []
+        for path, offset, length in parts:
+            if length is None:
+                whole = text("SELECT pg_read_binary_file(CAST(:p AS text))")
+                chunks.append(bytes(await conn.scalar(whole, {"p": path}) or b""))
+            else:
+                chunks.append(bytes(await conn.scalar(read, {"p": path, "o": offset, "n": length})))
+        return b"".join(chunks)

@@ -21,6 +21,7 @@ from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
 from coach.testing import ScriptedLLM, call, say
 from coach.userdata import UserData
+from tests.support import stored_bytes, wal_position
 
 from .helpers import repository, start
 
@@ -188,6 +189,33 @@ async def remove(runtime: Runtime, how: str, first: str, second: str) -> None:
         answer = json.loads(await invoke("coach.delete_session", userdata, data))
         assert answer["deleted"] is True
     assert await store.get_session(first) is None
+
+
+async def test_two_whole_visits_leave_no_word_of_the_person_readable_on_disk(
+    runtime: Runtime, database_url: str
+) -> None:
+    """Two conversations through the agents — tool calls, handoffs, a search of past
+    work, a phase completed with its prompts, the person's identity — and not one of
+    their words in the database's bytes on disk (file and WAL), though all read back."""
+    repo = repository(runtime)
+    since = await wal_position(repo)
+    first = await first_visit(runtime)
+    await second_visit(runtime)
+    said = (
+        *MARKERS,
+        "My gym's lockers need work",
+        "bike parking at the office",
+        "Cyclists need somewhere safe",
+        "Welcome back, Ada",
+        "You are the Design",  # the phases' system prompts
+    )
+    opened = " ".join(" ".join(rows) for rows in (await stored(runtime)).values()).lower()
+    assert [w for w in said if w.lower() not in opened] == []  # stored, and reads back
+    raw = await stored_bytes(repo, database_url, since)
+    assert first.encode() in raw or uuid.UUID(first).bytes in raw  # the scan sees rows
+    lowered = raw.lower()
+    for words in said:
+        assert words.lower().encode() not in lowered, f"{words!r} is stored readable"
 
 
 @pytest.mark.parametrize("how", ["prune", "delete", "rpc"])

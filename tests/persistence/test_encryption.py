@@ -19,7 +19,7 @@ from coach.persistence.crypto import MasterKeys
 from coach.persistence.keystore import default_keys_url
 from coach.state.zones import DeltaSpec
 from coach.store import AddMessage, AppendSteps, ClosePhase, SavePhaseOutput, WriteZone
-from tests.support import MASTER_KEY, MEMORY_SECRET, keys_of
+from tests.support import MASTER_KEY, MEMORY_SECRET, keys_of, keys_url, stored_bytes, wal_position
 
 MARKERS = {
     "identity": "ident-QZX-alice",
@@ -89,11 +89,14 @@ def database_file(url: str) -> Path:
     return Path(database)
 
 
-async def test_nothing_personal_is_in_the_database_file_or_its_wal(sqlite_url: str) -> None:
-    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
+async def test_nothing_personal_is_stored_readable(database_url: str) -> None:
+    """The database's bytes on disk — the SQLite file and its WAL; PostgreSQL's relation
+    files and WAL segments — hold no marker, the key store neither; and every value reads
+    back as it was written."""
+    repo = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
     try:
+        since = await wal_position(repo)
         user_id, sid = await visit(repo)
-        # Everything reads back as it was written.
         assert (await repo.get_user(user_id)).identity == MARKERS["identity"]  # type: ignore[union-attr]
         assert (await repo.get_session(sid)).design_challenge == MARKERS["challenge"]  # type: ignore[union-attr]
         said = await repo.get_session_conversation(sid)
@@ -109,68 +112,18 @@ async def test_nothing_personal_is_in_the_database_file_or_its_wal(sqlite_url: s
         assert (output.system_prompt, output.output) == (MARKERS["prompt"], MARKERS["output"])
         found = await repo.find_user(MARKERS["identity"])
         assert found is not None and found.id == user_id
-        database = database_file(sqlite_url)
-        files = [p for p in database.parent.iterdir() if p.name.startswith(database.name)]
-        assert any(p.name.endswith("-wal") for p in files)  # the WAL is scanned too
-        raw = b"".join(p.read_bytes() for p in files)
+        raw = await stored_bytes(repo, database_url, since)
         assert b"data.insights" in raw  # what stays clear is there: the scan sees the rows
         for name, marker in MARKERS.items():
             assert marker.encode() not in raw, f"{name} is stored readable"
-        # The key store holds keys, wrapped, and nothing said.
-        keys = database_file(str(default_keys_url(sqlite_url)))
+        store = keys_url(database_url) or str(default_keys_url(database_url))
+        keys = database_file(store)
         key_bytes = b"".join(
             p.read_bytes() for p in keys.parent.iterdir() if p.name.startswith(keys.name)
         )
-        assert user_id.encode() in key_bytes
+        assert user_id.encode() in key_bytes  # the key store holds keys, wrapped
         for marker in MARKERS.values():
             assert marker.encode() not in key_bytes
-    finally:
-        await repo.aclose()
-
-
-@pytest.mark.postgres
-async def test_nothing_personal_is_in_the_postgres_files_or_its_wal(postgres_url: str) -> None:
-    """The database's own files — every table, index and TOAST relation after a
-    checkpoint, and the WAL segments the visit was written to — read raw by the server
-    (``pg_read_binary_file``, as the superuser the tests connect as)."""
-    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
-    try:
-        async with repo.engine.connect() as conn:
-            start = await conn.scalar(text("SELECT pg_walfile_name(pg_current_wal_lsn())"))
-        await visit(repo)
-        async with repo.engine.connect() as conn:
-            await conn.execute(text("CHECKPOINT"))
-            end = await conn.scalar(text("SELECT pg_walfile_name(pg_current_wal_lsn())"))
-            files = (
-                await conn.execute(
-                    text(
-                        "SELECT pg_relation_filepath(c.oid) FROM pg_class c "
-                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                        "WHERE c.relkind IN ('r', 'i', 't') AND n.nspname IN ('public', "
-                        "'pg_toast') AND pg_relation_filepath(c.oid) IS NOT NULL"
-                    )
-                )
-            ).scalars()
-            wal = (
-                await conn.execute(
-                    text("SELECT name FROM pg_ls_waldir() WHERE name BETWEEN :a AND :b"),
-                    {"a": start, "b": end},
-                )
-            ).scalars()
-            paths = [*files, *(f"pg_wal/{name}" for name in wal)]
-            raw = b"".join(
-                [
-                    bytes(
-                        await conn.scalar(text("SELECT pg_read_binary_file(CAST(:p AS text))"), {"p": path})
-                        or b""
-                    )
-                    for path in paths
-                ]
-            )
-        assert any(path.startswith("pg_wal/") for path in paths)
-        assert b"data.insights" in raw  # what stays clear is there: the scan sees the rows
-        for name, marker in MARKERS.items():
-            assert marker.encode() not in raw, f"{name} is stored readable"
     finally:
         await repo.aclose()
 
