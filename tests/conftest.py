@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -124,6 +125,31 @@ def postgres_url(_pg_template: str) -> Iterator[str]:
     asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{_pg_template}"'))
     yield _pg_url(name)
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def backup_of(tmp_path: Path) -> Iterator[Callable[[str], Awaitable[str]]]:
+    """``await backup_of(url)``: a copy of the (closed) database at ``url``, as a backup
+    holds it — the SQLite file, or a PostgreSQL database made from it; dropped after."""
+    made: list[str] = []
+
+    async def backup(url: str) -> str:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            copy = tmp_path / "backup" / "coach.db"
+            copy.parent.mkdir()
+            with sqlite3.connect(str(parsed.database)) as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            shutil.copyfile(str(parsed.database), copy)
+            return f"sqlite+aiosqlite:///{copy}"
+        name = _unique_name("coach_backup")
+        await _pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"')
+        made.append(name)
+        return _pg_url(name)
+
+    yield backup
+    for name in made:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -4,8 +4,9 @@ before it holds nothing anyone can read of that person."""
 
 from __future__ import annotations
 
-import shutil
+import asyncio
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from livekit.agents import llm
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from coach.__main__ import main
 from coach.errors import ConfigError, CorruptBlob, PersonErased
 from coach.persistence import Repository, open_repository
 from coach.persistence.crypto import MasterKeys
@@ -129,27 +131,24 @@ async def test_nothing_personal_is_stored_readable(database_url: str) -> None:
 
 
 async def test_a_copy_taken_before_an_erase_cannot_be_read_for_that_person(
-    sqlite_url: str, tmp_path: Path
+    database_url: str, backup_of: Callable[[str], Awaitable[str]]
 ) -> None:
-    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
+    repo = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
     try:
         alice, alice_session = await visit(repo)
         _, bob_session = await visit(repo, "bob")
-        async with repo.engine.begin() as conn:
-            await conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
-        backup = tmp_path / "backup" / "coach.db"
-        backup.parent.mkdir()
-        shutil.copyfile(database_file(sqlite_url), backup)  # yesterday's backup
+    finally:
+        await repo.aclose()
+    backup = await backup_of(database_url)  # yesterday's backup
+    repo = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
+    try:
         assert await repo.delete_user(MARKERS["identity"]) == 1
     finally:
         await repo.aclose()
     # The backup, opened with the same master key and the same key store.
-    store = str(default_keys_url(sqlite_url))
+    store = keys_url(database_url) or str(default_keys_url(database_url))
     copy = await open_repository(
-        f"sqlite+aiosqlite:///{backup}",
-        secret=MEMORY_SECRET,
-        master_keys=MasterKeys.of(MASTER_KEY),
-        keys_url=store,
+        backup, secret=MEMORY_SECRET, master_keys=MasterKeys.of(MASTER_KEY), keys_url=store
     )
     try:
         with pytest.raises(PersonErased) as erased:
@@ -255,3 +254,37 @@ async def test_a_key_store_is_required_apart_from_a_postgres_database() -> None:
 def test_a_short_master_key_is_refused_with_how_to_make_one() -> None:
     with pytest.raises(ConfigError, match="at least 32 characters.*python -m coach keys new"):
         MasterKeys.of("too-short")
+
+
+def test_the_keys_commands_make_a_key_and_rotate_to_it(
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no developer .env
+    assert main(["keys", "new"]) == 0
+    new_key = capsys.readouterr().out.strip()
+    assert len(new_key) >= 32 and new_key != MASTER_KEY
+
+    async def write() -> str:
+        repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
+        try:
+            return (await visit(repo))[1]
+        finally:
+            await repo.aclose()
+
+    sid = asyncio.run(write())
+    monkeypatch.setenv("COACH_DATABASE_URL", sqlite_url)
+    monkeypatch.setenv("COACH_SECRET_KEY", MEMORY_SECRET.decode())
+    monkeypatch.setenv("COACH_MASTER_KEY", new_key)
+    monkeypatch.setenv("COACH_PREVIOUS_MASTER_KEYS", MASTER_KEY)
+    assert main(["keys", "rotate"]) == 0
+    new_id = MasterKeys.of(new_key).current.key_id
+    assert capsys.readouterr().out == (
+        f"2 data keys re-wrapped under master key {new_id}; 0 already were. The previous "
+        "master keys wrap nothing now: remove them from COACH_PREVIOUS_MASTER_KEYS.\n"
+    )
+    monkeypatch.delenv("COACH_PREVIOUS_MASTER_KEYS")  # the new key alone reads everything
+    assert main(["sessions", "show", sid]) == 0
+    assert MARKERS["challenge"] in capsys.readouterr().out
