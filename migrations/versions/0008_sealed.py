@@ -6,6 +6,8 @@ hash of their identity (``users.identity_hash``), and the identity itself is sea
 keys live in the key store, apart from the data: :func:`coach.persistence.migrate.upgrade`
 makes one for every stored person before this runs and hands them over in
 ``config.attributes["keys"]``. The downgrade opens every value again (with the same keys).
+A table's rows are read whole into memory while they are converted: fine for what coach
+stores per deployment today; a database of many gigabytes wants a batched conversion.
 
 Revision ID: 0008
 Revises: 0007
