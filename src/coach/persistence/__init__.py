@@ -20,7 +20,8 @@ write path), one module per aggregate — :mod:`.sessions`, :mod:`.phases`,
 :mod:`.schema` (models), :mod:`.sql` (shared statement helpers), :mod:`.engine`
 (engines, transactions, retries), :mod:`.codec` (signed pickle of memory steps),
 :mod:`.migrate` (Alembic), :mod:`.crypto` (sealing personal fields with each person's
-key) and :mod:`.keystore` (the data keys, in a database apart from the data).
+key), :mod:`.keystore` (the data keys, in a database apart from the data) and
+:mod:`.owners` (whose key seals a session's rows).
 """
 
 from __future__ import annotations

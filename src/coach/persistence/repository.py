@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
@@ -61,10 +60,11 @@ from .codec import StepCodec
 from .conversation import conversation_select, message_record
 from .crypto import MasterKeys, Sealer
 from .engine import DEFAULT_TIMEOUT, Database, create_engine
-from .keystore import KEY_CACHE, Vault
+from .keystore import Vault
 from .lifecycle import delete_user, erase_sessions
 from .memory import StepLinks, decode_or_empty, fetch_steps, read_steps, step_links, stored_count
 from .migrate import require_current, upgrade
+from .owners import Owners
 from .person import fetch_person, person_deltas, write_person
 from .phases import output_record, outputs_select
 from .resume import DEFAULT_MAX_STEPS, read_resume
@@ -132,7 +132,7 @@ class Repository:
         self._db = database
         self.vault = vault
         """The people's data keys."""
-        self._owners: OrderedDict[str, str] = OrderedDict()
+        self._owners = Owners(database, vault)
         self._engine: AsyncEngine | None = None
         self._codec = StepCodec(secret)
         self._phase_ids = tuple(phase_ids)
@@ -196,58 +196,9 @@ class Repository:
                 if skip_erased:
                     continue
                 raise PersonErased(row.user_id)
-            self._remember(row.id, row.user_id)
+            self._owners.remember(row.id, row.user_id)
             records.append(session_record(row, sealer))
         return records
-
-    def _remember(self, session_id: str, user_id: str) -> None:
-        self._owners[session_id] = user_id
-        self._owners.move_to_end(session_id)
-        while len(self._owners) > KEY_CACHE:
-            self._owners.popitem(last=False)
-
-    async def _owner_sealers(
-        self, session_ids: Iterable[str], *, skip_erased: bool = False
-    ) -> dict[str, Sealer]:
-        """Session id -> the sealer of its owner, for the sessions that exist.
-
-        Raises:
-            PersonErased: An owner's data key is destroyed (unless ``skip_erased``).
-        """
-        ids = set(session_ids)
-        owners = {sid: self._owners[sid] for sid in ids if sid in self._owners}
-        if missing := ids - owners.keys():
-            stmt = select(SESSIONS.c.id, SESSIONS.c.user_id).where(
-                SESSIONS.c.id.in_(sorted(missing))
-            )
-            for sid, user_id in await self._rows(stmt, "read session owners"):
-                owners[sid] = user_id
-                self._remember(sid, user_id)
-        people = await self.vault.sealers(set(owners.values()))
-        found = {}
-        for sid, user_id in owners.items():
-            if user_id in people:
-                found[sid] = people[user_id]
-            elif not skip_erased:
-                raise PersonErased(user_id)
-        return found
-
-    async def _sealer_of(self, session_id: str) -> Sealer | None:
-        """The sealer of the session's owner; ``None`` for an unknown session."""
-        return (await self._owner_sealers([session_id])).get(session_id)
-
-    async def _person_sealer(self, user_id: str) -> Sealer | None:
-        """The person's sealer; ``None`` if there is no such user.
-
-        Raises:
-            PersonErased: The user is stored but their data key is destroyed.
-        """
-        sealer = (await self.vault.sealers([user_id])).get(user_id)
-        if sealer is None:
-            stmt = select(USERS.c.id).where(USERS.c.id == user_id)
-            if await self._rows(stmt, "read a person"):
-                raise PersonErased(user_id)
-        return sealer
 
     async def _apply(
         self,
@@ -262,7 +213,7 @@ class Repository:
             plan = Plan.of(ops, self._codec, self._clock)
         else:
             plan = await asyncio.to_thread(Plan.of, ops, self._codec, self._clock)
-        sealers = await self._owner_sealers(plan.session_ids)
+        sealers = await self._owners.of_sessions(plan.session_ids)
         if missing := sorted(plan.session_ids - sealers.keys()):
             raise SessionNotFound(missing[0])
 
@@ -382,10 +333,10 @@ class Repository:
             *(new_id(), user_id, design_challenge, "in_progress", None, None, now, now),
             room=room,
         )
-        sealer = await self._person_sealer(user_id)
+        sealer = await self._owners.of_person(user_id)
         if sealer is None:
             raise StorageError(f"create_session failed: there is no user {user_id[:40]}")
-        self._remember(session.id, user_id)
+        self._owners.remember(session.id, user_id)
         ops = []
         if first_phase is not None:
             done = first_phase
@@ -414,7 +365,7 @@ class Repository:
                 session_id, phase_id or "", "Branch from a phase or from a message, not both."
             )
 
-        sealer = await self._sealer_of(session_id)
+        sealer = await self._owners.of_session(session_id)
         if sealer is None:
             raise SessionNotFound(session_id)
         ids = self._phase_ids
@@ -436,7 +387,7 @@ class Repository:
             )
 
         branch_id = await self._db.run(unit, write=True, what="branch_session")
-        self._remember(branch_id, sealer.owner_id)
+        self._owners.remember(branch_id, sealer.owner_id)
         found = await self.get_session(branch_id)
         assert found is not None
         return found
@@ -446,7 +397,7 @@ class Repository:
         hold of it (:func:`~.lifecycle.erase_sessions`; one transaction); False if
         unknown."""
         now = self._clock()
-        owners = await self._owner_sealers([session_id], skip_erased=True)
+        owners = await self._owners.of_sessions([session_id], skip_erased=True)
         people = {sealer.owner_id: sealer for sealer in owners.values()}
         deleted = await self._db.run(
             lambda conn: erase_sessions(conn, self._codec, [session_id], now, people),
@@ -542,7 +493,7 @@ class Repository:
             .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
         )
         rows = await self._rows(stmt, "get_past_work")
-        sealer = await self._person_sealer(user_id) if rows else None
+        sealer = await self._owners.of_person(user_id) if rows else None
         if sealer is None:
             return []
         return [
@@ -600,7 +551,7 @@ class Repository:
         """The session's phase outputs in creation order (prompts only when asked)."""
         stmt = outputs_select(session_id, include_prompts=include_prompts)
         rows = await self._rows(stmt, "get_phase_outputs")
-        sealer = await self._sealer_of(session_id) if rows else None
+        sealer = await self._owners.of_session(session_id) if rows else None
         return [output_record(row, sealer) for row in rows] if sealer is not None else []
 
     # -- conversation (the conversation zone) -------------------------------------------
@@ -647,7 +598,7 @@ class Repository:
         rows = await self._rows(stmt, "get_session_conversation")
         if before_id is not None or from_end:
             rows.reverse()
-        sealer = await self._sealer_of(session_id) if rows else None
+        sealer = await self._owners.of_session(session_id) if rows else None
         return [message_record(row, sealer) for row in rows] if sealer is not None else []
 
     # -- agent memory steps -------------------------------------------------------------
@@ -661,7 +612,7 @@ class Repository:
         """Store the steps of the full list not stored yet, reading the stored count in
         the same transaction, under the session's lock; return the count afterwards."""
         steps = list(steps)
-        sealers = await self._owner_sealers([session_id])
+        sealers = await self._owners.of_sessions([session_id])
 
         def unit(conn: Connection) -> int:
             stored = stored_count(conn, session_id, lock=True)
@@ -695,7 +646,7 @@ class Repository:
             lambda conn: read_steps(conn, session_id, newest=newest, since=since, limit=limit),
             "load_agent_state",
         )
-        sealer = await self._sealer_of(session_id) if rows else None
+        sealer = await self._owners.of_session(session_id) if rows else None
         return await self._decode(sealer, session_id, rows, first, end) if sealer else []
 
     async def get_step_page(
@@ -712,7 +663,7 @@ class Repository:
             return first, end, rows, step_links(conn, session_id, first, end)
 
         first, end, rows, (message_ids, phase_ids) = await self._read(unit, "get_step_page")
-        sealer = await self._sealer_of(session_id) if rows else None
+        sealer = await self._owners.of_session(session_id) if rows else None
         steps = await self._decode(sealer, session_id, rows, first, end) if sealer else []
         if not steps:
             return StepPage(first, [], [], [])
@@ -722,7 +673,7 @@ class Repository:
 
     async def get_person(self, user_id: str) -> PersonRecord:
         """What the user agreed coach may remember (step 0 and no facts before any write)."""
-        sealer = await self._person_sealer(user_id)
+        sealer = await self._owners.of_person(user_id)
         if sealer is None:
             return PersonRecord(user_id, 0)
         return await self._read(lambda conn: fetch_person(conn, user_id, sealer), "get_person")
@@ -737,7 +688,7 @@ class Repository:
     ) -> tuple[PersonRecord, Delta]:
         """Replace the person record and record its delta, atomically (see the protocol)."""
         now = utcnow()
-        sealer = await self._person_sealer(user_id)
+        sealer = await self._owners.of_person(user_id)
         if sealer is None:
             raise InvalidWrite(f"No user {user_id[:40]}: nothing was remembered.")
         return await self._db.run(
@@ -748,7 +699,7 @@ class Repository:
 
     async def get_person_deltas(self, user_id: str) -> list[Delta]:
         """The person record's deltas in step order."""
-        sealer = await self._person_sealer(user_id)
+        sealer = await self._owners.of_person(user_id)
         if sealer is None:
             return []
         return await self._read(
@@ -757,7 +708,7 @@ class Repository:
 
     async def get_state(self, session_id: str) -> StateRecord:
         """The session's zoned state (step 0 and empty zones before any write)."""
-        sealer = await self._sealer_of(session_id)
+        sealer = await self._owners.of_session(session_id)
         if sealer is None:
             return StateRecord(session_id, 0)
         return await self._read(lambda conn: fetch_state(conn, session_id, sealer), "get_state")
@@ -821,7 +772,7 @@ class Repository:
         """The deltas with ``step > since_step`` in step order, ``limit`` at most."""
         stmt = deltas_select(session_id, since_step, limit)
         rows = await self._rows(stmt, "get_deltas")
-        sealer = await self._sealer_of(session_id) if rows else None
+        sealer = await self._owners.of_session(session_id) if rows else None
         if sealer is None:
             return []
         return [delta_record(row, sealer, ("state_deltas", session_id)) for row in rows]
@@ -843,7 +794,7 @@ class Repository:
             raise ValueError("max_pairs must not be negative")
         # The caller's key, and the owner in the query: a foreign id reads no row, as a
         # missing one does.
-        sealer = await self._person_sealer(user_id)
+        sealer = await self._owners.of_person(user_id)
         if sealer is None:
             raise SessionNotFound(session_id)
         loaded = await self._read(
