@@ -260,7 +260,7 @@ class Repository:
             raise InvalidWrite(f"A display name can have at most {MAX_IDENTITY} characters.")
         identity_hash = await self.vault.identity_hash(identity)
         for _ in range(3):
-            found = await self._find_user([identity_hash])
+            found = await self._find_user([identity])
             if found is not None:
                 if display_name is not None and display_name != found.display_name:
                     return await self._rename(found, display_name)
@@ -294,13 +294,17 @@ class Repository:
         await self._db.run(lambda conn: conn.execute(stmt), write=True, what="get_or_create_user")
         return dataclasses.replace(user, display_name=display_name)
 
-    async def _find_user(self, hashes: Sequence[str]) -> UserRecord | None:
+    async def _user_row(self, spellings: Sequence[str]) -> Any:
+        """The stored row of the first of ``spellings`` of an identity there is, found by
+        its keyed hash; ``None``."""
+        hashes = [await self.vault.identity_hash(key) for key in spellings]
         stmt = user_select().add_columns(User.identity_hash).where(User.identity_hash.in_(hashes))
         rows = {row.identity_hash: row for row in await self._rows(stmt, "find_user")}
-        row = next((rows[h] for h in hashes if h in rows), None)
-        if row is None:
-            return None
-        return user_record(row, await self.vault.sealer(row.id))
+        return next((rows[h] for h in hashes if h in rows), None)
+
+    async def _find_user(self, spellings: Sequence[str]) -> UserRecord | None:
+        row = await self._user_row(spellings)
+        return user_record(row, await self.vault.sealer(row.id)) if row is not None else None
 
     async def find_user(self, identity: str) -> UserRecord | None:
         """The user with ``identity``, or ``None`` (never creates one). A user stored
@@ -309,9 +313,7 @@ class Repository:
         Raises:
             PersonErased: The user is stored, but their data key is destroyed.
         """
-        return await self._find_user(
-            [await self.vault.identity_hash(key) for key in identity_keys(identity)]
-        )
+        return await self._find_user(identity_keys(identity))
 
     async def get_user(self, user_id: str) -> UserRecord | None:
         """The user with id ``user_id``, or ``None``."""
@@ -411,15 +413,10 @@ class Repository:
         them can then be read by no one —, then the user and all their sessions with every
         row of them (one transaction). Returns how many sessions were erased; ``None`` if
         unknown."""
-        hashes = [await self.vault.identity_hash(key) for key in identity_keys(identity)]
-        rows = await self._rows(
-            select(USERS.c.id, USERS.c.identity_hash).where(USERS.c.identity_hash.in_(hashes)),
-            "delete_user",
-        )
-        by_hash = {row.identity_hash: row.id for row in rows}
-        user_id = next((by_hash[h] for h in hashes if h in by_hash), None)
-        if user_id is None:
+        row = await self._user_row(identity_keys(identity))
+        if row is None:
             return None
+        user_id = row.id
         await self.vault.destroy([user_id])
         return await self._db.run(
             lambda conn: delete_user(conn, user_id), write=True, what="delete_user"
