@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import threading
 from typing import Any
 
 import asyncpg
@@ -163,3 +164,35 @@ async def test_a_connection_the_server_closed_is_replaced_by_the_next_call(
         assert [m.content for m in conversation] == ["still here?"]
     finally:
         await repo.aclose()
+
+
+async def test_a_sqlite_unit_its_caller_gave_up_on_never_commits_later(sqlite_url: str) -> None:
+    """The thread cannot be stopped, so an abandoned unit runs on; it must roll back, or
+    a write reported as not saved (a shutdown's deadline) would land afterwards."""
+    database = Database(sqlite_url, pool_size=1)  # one thread: units run in order
+    started, proceed = threading.Event(), threading.Event()
+
+    def op(conn: Connection) -> None:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS probe (n INTEGER)"))
+        conn.execute(text("INSERT INTO probe VALUES (1)"))
+        started.set()
+        proceed.wait(30)  # hang guard only
+
+    try:
+        call = asyncio.create_task(database.run(op, write=True, what="probe"))
+        assert await asyncio.to_thread(started.wait, 30)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        proceed.set()
+        count = await database.run(
+            lambda conn: conn.execute(
+                text("SELECT count(*) FROM sqlite_master WHERE name = 'probe'")
+            ).scalar(),
+            write=False,
+            what="read",
+        )  # runs after the abandoned unit, on the same one thread
+        assert count == 0  # rolled back: not even its table
+    finally:
+        proceed.set()
+        await database.dispose()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -230,10 +231,18 @@ class _CommitFailed(Exception):
         self.error = error
 
 
-def _transact(conn: Connection, op: Callable[[Connection], T]) -> T:
+class _Abandoned(Exception):
+    """The caller stopped waiting before the unit could commit: it is rolled back."""
+
+
+def _transact(
+    conn: Connection, op: Callable[[Connection], T], abandoned: threading.Event | None = None
+) -> T:
     transaction = conn.begin()
     try:
         result = op(conn)
+        if abandoned is not None and abandoned.is_set():
+            raise _Abandoned
     except BaseException:
         transaction.rollback()
         raise
@@ -358,16 +367,25 @@ class Database:
                 raise StorageError("the database is closed")
             engine = self._sync_write if write else self._sync
 
+            abandoned = threading.Event()
+
             def unit() -> T:
                 with engine.connect() as conn:
                     try:
-                        return _transact(conn, op)
+                        return _transact(conn, op, abandoned)
                     except (DBAPIError, _CommitFailed) as exc:
                         if _is_resource_error(getattr(exc, "error", exc)):
                             conn.invalidate()  # the next unit opens a fresh connection
                         raise
 
-            return await asyncio.get_running_loop().run_in_executor(self._threads, unit)
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._threads, unit)
+            except asyncio.CancelledError:
+                # The caller gave up (a shutdown's deadline). The thread cannot be stopped
+                # — waiting for a lock, it may go on for the busy timeout —, but it must
+                # not commit later what the caller reports as not saved: it rolls back.
+                abandoned.set()
+                raise
         assert self._async is not None
         engine_async = self._async_write if write else self._async
         async with engine_async.connect() as conn:
