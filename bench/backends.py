@@ -35,8 +35,8 @@ from livekit.agents import llm
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from coach.conversation.recorder import Recorder
 from coach.persistence import open_repository
-from coach.recording import Recorder
 from coach.store import AddMessage, AppendSteps
 
 from .measure import coach_keys

@@ -29,9 +29,9 @@ from livekit.plugins import openai
 
 from coach.agents import agent_for
 from coach.agents.request import LATER
+from coach.conversation.rendering import Usage
+from coach.conversation.runtime import Runtime
 from coach.prompts import AgentKind
-from coach.rendering import Usage
-from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.state.brief import BriefInput, PhaseDecision, render_brief
 from coach.state.design import add_insight, empty_data

@@ -241,8 +241,8 @@ async def converse(runtime: Any, meters: Meters, turns: int, *, recording: bool)
     """One whole scripted conversation, with recording ON or OFF."""
     from livekit.agents import AgentSession
 
-    from coach.live_state import LiveState
-    from coach.recording import Recorder
+    from coach.conversation.live_state import LiveState
+    from coach.conversation.recorder import Recorder
     from coach.testing import ScriptedLLM, say
 
     class DiscardingRecorder(Recorder):
@@ -306,8 +306,8 @@ async def section_conversation(db: str, turns: int, pairs: int) -> ConversationR
     """``pairs`` ON/OFF pairs of a ``turns``-turn conversation on ``db``."""
     from pydantic import SecretStr
 
+    from coach.conversation.runtime import Runtime
     from coach.persistence import open_repository
-    from coach.runtime import Runtime
     from coach.settings import Settings
 
     result = ConversationResult(db, turns)
@@ -321,7 +321,7 @@ async def section_conversation(db: str, turns: int, pairs: int) -> ConversationR
             llm_base_url="http://127.0.0.1:9/v1",
             _env_file=None,
         )
-        from coach.recording import Recorder
+        from coach.conversation.recorder import Recorder
 
         loop = asyncio.get_running_loop()
         with meter_recorder_task(loop) as task, meter_submits(Recorder) as submits:

@@ -29,8 +29,8 @@ MODES = ("inline", "prewarmed")
 
 
 async def _job(mode: str, url: str, database: str) -> dict[str, float]:
+    from coach.conversation.runtime import Runtime
     from coach.models import VoiceModels
-    from coach.runtime import Runtime
     from coach.settings import Settings
 
     settings = Settings(

@@ -76,8 +76,8 @@ async def _job(mode: str, url: str, database: str) -> dict[str, Any]:
     from livekit.agents.telemetry import loop_monitor
 
     import coach
+    from coach.conversation.runtime import Runtime
     from coach.models import VoiceModels
-    from coach.runtime import Runtime
     from coach.settings import Settings
 
     settings = Settings(

@@ -74,8 +74,8 @@ class WorkerResult:
 async def _work(
     index: int, url: str, sessions: int, mode: str, amount: float, rate: float, barrier: Any
 ) -> WorkerResult:
+    from coach.conversation.recorder import Recorder
     from coach.persistence import open_repository
-    from coach.recording import Recorder
     from coach.store import AddMessage, AppendSteps
 
     from .backends import chat_items

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coach.conversation.recorder import Recorder
 from coach.persistence import open_repository
 from coach.persistence.codec import StepCodec
-from coach.recording import Recorder
 from coach.store import AddMessage, AppendSteps
 
 from .backends import SECRET, chat_items

@@ -106,9 +106,9 @@ async def visit(db: str, turns: int, directory: Path, name: str | None) -> list[
     """One recorded visit into ``db``; coach's storage (and, on SQLite, the peer's)."""
     from pydantic import SecretStr
 
+    from coach.conversation.recorder import Recorder
+    from coach.conversation.runtime import Runtime
     from coach.persistence import open_repository
-    from coach.recording import Recorder
-    from coach.runtime import Runtime
     from coach.settings import Settings
 
     from .conversation import Meters, converse, meter_recorder_task, meter_submits

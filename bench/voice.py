@@ -133,8 +133,8 @@ async def run(rounds: int, turns: int) -> dict[str, Any]:
     from livekit.agents.telemetry import loop_monitor
 
     import coach
+    from coach.conversation.runtime import Runtime
     from coach.models import load_vad
-    from coach.runtime import Runtime
     from coach.settings import Settings
     from coach.testing import FakeOpenAIServer
     from coach.testing.speech_server import SpeechServer

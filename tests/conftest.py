@@ -31,8 +31,8 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from coach.conversation.runtime import Runtime
 from coach.persistence import Repository, open_repository, upgrade
-from coach.runtime import Runtime
 from coach.settings import Settings
 from tests.support import MASTER_KEY, MEMORY_SECRET, RuntimeFactory, keys_of, keys_url
 

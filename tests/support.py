@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from coach.conversation.runtime import Runtime
 from coach.persistence import Repository
 from coach.persistence.crypto import MasterKeys
-from coach.runtime import Runtime
 
 MEMORY_SECRET = b"coach-test-secret-0123456789abcdef"
 """The HMAC key of every test repository's memory steps."""

@@ -71,7 +71,8 @@ def test_no_import_cycles_between_modules() -> None:
 
 def test_the_contract_and_the_agents_load_no_database_library() -> None:
     code = (
-        "import sys, coach.store, coach.agents, coach.userdata, coach.recording;"
+        "import sys, coach.store, coach.agents, coach.conversation.userdata,"
+        " coach.conversation.recorder;"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'alembic', "
         "'aiosqlite', 'asyncpg'}))"
     )

@@ -30,15 +30,15 @@ from livekit import rtc
 from livekit.agents import AgentSession, llm
 
 from coach.__main__ import main
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.errors import InvalidWrite, SessionNotFound
 from coach.persistence import Repository, open_repository
-from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.state import Action, DeltaSpec, Zone, design
 from coach.store import check_identity, clean_text, identity_keys, is_clean
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.testing import ScriptedLLM, ToolCall, calls, say
-from coach.userdata import UserData
 from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url
 
 T = TypeVar("T")

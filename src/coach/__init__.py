@@ -28,8 +28,8 @@ _PUBLIC = {
     "ConfigError": "coach.errors",
     "Settings": "coach.settings",
     "load_settings": "coach.settings",
-    "Runtime": "coach.runtime",
-    "UserData": "coach.userdata",
+    "Runtime": "coach.conversation.runtime",
+    "UserData": "coach.conversation.userdata",
     "DesignCoach": "coach.agents",
     "DesignStrategist": "coach.agents",
     "DesignEvaluator": "coach.agents",
@@ -50,10 +50,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .agents import DesignCoach, DesignEvaluator, DesignStrategist
+    from .conversation.runtime import Runtime
+    from .conversation.userdata import UserData
     from .errors import CoachError, ConfigError
-    from .runtime import Runtime
     from .settings import Settings, load_settings
-    from .userdata import UserData
 
 
 def __getattr__(name: str) -> Any:

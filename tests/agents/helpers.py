@@ -4,10 +4,10 @@ import asyncio
 
 from livekit.agents import AgentSession
 
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.persistence import Repository
-from coach.runtime import Runtime
 from coach.testing import ScriptedLLM, call, say
-from coach.userdata import UserData
 
 CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
 

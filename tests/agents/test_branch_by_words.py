@@ -11,7 +11,7 @@ from livekit.agents.llm.utils import build_legacy_openai_schema
 from livekit.agents.voice.run_result import RunResult
 
 from coach.agents.branching import message_before
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.store import MessageRecord
 from coach.testing import call, say
 

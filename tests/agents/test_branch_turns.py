@@ -16,11 +16,11 @@ from livekit import rtc
 from livekit.agents import AgentSession, llm
 
 from coach.agents import DesignStrategist
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.errors import BranchRefused
-from coach.runtime import Runtime
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, call, say
-from coach.userdata import UserData
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 

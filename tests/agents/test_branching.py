@@ -16,12 +16,12 @@ from livekit.agents.voice.run_result import RunResult
 from sqlalchemy import text
 
 from coach.agents import DesignStrategist
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.errors import BranchRefused, SessionNotFound
-from coach.runtime import Runtime
 from coach.store import ClosePhase
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, call, say
-from coach.userdata import UserData
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 

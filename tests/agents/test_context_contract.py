@@ -18,9 +18,9 @@ from livekit.plugins import openai
 
 from coach.agents import CoachAgentBase
 from coach.agents.request import LATER
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.testing import FakeOpenAIServer, Reply, ScriptedLLM, call, say
-from coach.userdata import UserData
 
 from .helpers import start
 

@@ -6,7 +6,7 @@ from livekit.agents import llm
 from livekit.agents.voice.run_result import RunResult
 
 from coach.agents import DesignCoach, DesignEvaluator, DesignStrategist
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.testing import ScriptedLLM, call, say
 
 from .helpers import CHALLENGE, start

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from livekit import rtc
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.state import design
 from coach.state.zones import Action, Zone
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
-from coach.userdata import UserData
 
 OWNER = "zoe"
 

@@ -10,7 +10,7 @@ import pytest
 from livekit import rtc
 
 from coach.agents.coach import LISTED
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.state import design
 from coach.state.zones import Action, DeltaSpec
 from coach.store import PhaseDone

@@ -11,7 +11,7 @@ import pytest
 from livekit import rtc
 from sqlalchemy import text
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.surfaces.rpc import invoke
 
 from .helpers import new_session_with_phases

@@ -9,7 +9,7 @@ import socket
 import aiohttp
 from livekit.agents.telemetry.http_server import HttpServer
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.surfaces.worker import server
 
 from .helpers import new_session_with_phases

@@ -13,8 +13,8 @@ from typing import Any
 from livekit.agents.voice.run_result import RunResult
 
 from coach.agents.base import NOTES_UNREACHABLE
+from coach.conversation.runtime import Runtime
 from coach.errors import StorageError
-from coach.runtime import Runtime
 from coach.store import Store
 from coach.testing import ScriptedLLM, call, say
 

@@ -13,10 +13,10 @@ from sqlalchemy import func, select
 
 from coach.__main__ import main
 from coach.agents import DesignStrategist
+from coach.conversation.runtime import Runtime
 from coach.errors import InvalidWrite, StaleWrite
 from coach.persistence import open_repository
 from coach.persistence.sql import PERSON_DELTAS, PERSONS
-from coach.runtime import Runtime
 from coach.state import person
 from coach.state.zones import DeltaSpec
 from coach.surfaces.rpc import invoke

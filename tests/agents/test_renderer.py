@@ -10,16 +10,16 @@ from typing import Any
 
 from livekit import rtc
 
-from coach.live_state import LiveState
-from coach.rendering import ModelRenderer
-from coach.runtime import Runtime
+from coach.conversation.live_state import LiveState
+from coach.conversation.rendering import ModelRenderer
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.state import design
 from coach.state.board import BriefRenderer, RenderInput
 from coach.state.zones import Action, Zone
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, call, say
 from coach.testing.script import fake_render
-from coach.userdata import UserData
 
 from .helpers import CHALLENGE
 

@@ -9,7 +9,7 @@ from livekit.agents.voice.run_result import RunResult
 from sqlalchemy import text
 
 from coach.agents import DesignEvaluator, DesignStrategist
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.testing import ScriptedLLM, call, say
 from tests.support import RuntimeFactory
 

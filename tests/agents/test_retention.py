@@ -15,12 +15,12 @@ from livekit import rtc
 from livekit.agents import AgentSession, llm
 from sqlalchemy import text
 
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.persistence.schema import Base
-from coach.runtime import Runtime
 from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
 from coach.testing import ScriptedLLM, call, say
-from coach.userdata import UserData
 from tests.support import stored_bytes, wal_position
 
 from .helpers import repository, start

@@ -15,11 +15,11 @@ from livekit.agents.voice.io import TextOutput
 from livekit.agents.voice.run_result import RunResult
 
 from coach.agents import DesignEvaluator, DesignStrategist
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, METHODS, invoke, register_all
 from coach.testing import ScriptedLLM, say
 from coach.testing.paced_llm import PacedLLM, tool_call
-from coach.userdata import UserData
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 from .test_notes_unreachable import UnreachableReads

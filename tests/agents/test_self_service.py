@@ -8,14 +8,14 @@ import json
 import time
 from io import StringIO
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.state.person import remember
 from coach.state.zones import Action
 from coach.surfaces.rpc import CONFIRM_SECONDS
 from coach.surfaces.sessions import export_user
 from coach.testing import ScriptedLLM, say
 from coach.testing import call as tool
-from coach.userdata import UserData
 
 from .helpers import new_session_with_phases, start
 from .test_rpc import OWNER, call, refused

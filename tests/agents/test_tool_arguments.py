@@ -11,9 +11,9 @@ import pytest
 from livekit.agents import AgentSession
 from livekit.plugins import openai
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.testing import FakeOpenAIServer, call, raw_call, say
-from coach.userdata import UserData
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from livekit.agents import llm
 from livekit.agents.voice.run_result import RunResult
 from livekit.plugins import openai
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.testing import FakeOpenAIServer, ScriptedLLM, call, say
 from coach.testing.scripted_llm import RecordedRequest
 

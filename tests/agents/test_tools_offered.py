@@ -3,7 +3,7 @@ offered to the model (SPEC §3a), read from the requests the real plugin sends."
 
 from __future__ import annotations
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.testing import FakeOpenAIServer, call, say
 
 from .test_context_contract import CHALLENGE, DECISIONS, Visit, offered, strategist_visit

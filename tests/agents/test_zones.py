@@ -8,12 +8,12 @@ import pytest
 from livekit import rtc
 from pydantic import TypeAdapter
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.state.board import BriefRenderer, RenderInput
 from coach.surfaces.room import RoomStateSink, StateMessage
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, ToolCall, call, calls, say
-from coach.userdata import UserData
 
 from .helpers import CHALLENGE
 

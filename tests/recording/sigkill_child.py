@@ -2,7 +2,7 @@
 
 Run as ``python -m tests.recording.sigkill_child`` with ``COACH_DATABASE_URL`` and
 ``COACH_SECRET_KEY`` set. It opens a
-:class:`~coach.runtime.Runtime` exactly as the worker does and reads one command per
+:class:`~coach.conversation.runtime.Runtime` exactly as the worker does and reads one command per
 line on stdin, answering each with one JSON line on stdout:
 
 * ``durable`` — speak the next turn of ``TURNS``, then wait until the recorder has
@@ -27,8 +27,8 @@ from typing import Any
 
 from sqlalchemy import event
 
+from coach.conversation.runtime import Runtime
 from coach.persistence import Repository
-from coach.runtime import Runtime
 from coach.settings import Settings
 
 from .visit import Watcher, run_turn, start_visit

@@ -23,11 +23,11 @@ import pytest
 from livekit.agents import llm
 from sqlalchemy.engine import make_url
 
+from coach.conversation.recorder import Recorder, RecorderStats
+from coach.conversation.runtime import Runtime
 from coach.persistence import Database, Repository, open_repository
 from coach.persistence.keystore import Vault
 from coach.prompts import load_prompts
-from coach.recording import Recorder, RecorderStats
-from coach.runtime import Runtime
 from coach.settings import Settings
 from tests.support import MEMORY_SECRET, keys_of, keys_url
 

@@ -4,7 +4,7 @@ import asyncio
 
 from livekit.agents import llm
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.testing import ScriptedLLM, say
 
 from .visit import CHALLENGE, GREETING, TURNS, Watcher, run_turn

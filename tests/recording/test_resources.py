@@ -17,9 +17,9 @@ import pytest
 from livekit.agents import llm
 from sqlalchemy import event
 
+from coach.conversation.recorder import Recorder
 from coach.errors import StorageError
 from coach.persistence import Repository, open_repository
-from coach.recording import Recorder
 from coach.store import AddMessage, AppendSteps, WriteOp
 from tests.support import MEMORY_SECRET, keys_of
 

@@ -4,8 +4,8 @@ from livekit import rtc
 from livekit.agents import llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 
-from coach.runtime import Runtime
-from coach.session_recorder import SessionRecorder
+from coach.conversation.attach import SessionRecorder
+from coach.conversation.runtime import Runtime
 from coach.store import AddMessage, AppendSteps, WriteOp
 
 

@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from coach.conversation.runtime import Runtime
 from coach.persistence import Repository, open_repository
-from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.testing import call, say
 from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url

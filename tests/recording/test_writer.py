@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from sqlalchemy import exc as sa_exc
 
+from coach.conversation.recorder import Recorder, is_transient
 from coach.errors import StaleWrite, StorageError
 from coach.persistence.engine import is_transient as engine_is_transient
-from coach.recording import Recorder
-from coach.recording.writer import is_transient
 from coach.state.zones import DeltaSpec
 from coach.store import AddMessage, UpdateSession, WriteOp, WriteZone
 

@@ -13,9 +13,9 @@ from typing import Any
 from livekit.agents import AgentSession, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.testing import Reply, ScriptedLLM, call, say
-from coach.userdata import UserData
 
 CHALLENGE = "Redesign onboarding for a budgeting app so new users finish setup."
 GREETING = "Hi! Who are you?"

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
 from coach.settings import Settings
 from coach.testing import ScriptedLLM, call, say
 

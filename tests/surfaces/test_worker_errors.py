@@ -14,8 +14,8 @@ from livekit.agents.voice.agent_session import SessionConnectOptions
 from livekit.agents.voice.run_result import RunResult
 
 from coach.agents import DesignCoach
+from coach.conversation.runtime import Runtime
 from coach.models import build_llm
-from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.surfaces.worker import OUTAGE_SENTENCES, end_job_on_outage, user_identity
 from coach.testing import DEMO_SCRIPT, FakeOpenAIServer, load_script

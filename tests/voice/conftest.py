@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 from livekit.agents.vad import VAD
 
+from coach.conversation.runtime import Runtime
 from coach.models import load_vad
-from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.testing import FakeOpenAIServer
 from coach.testing.speech_server import SpeechServer

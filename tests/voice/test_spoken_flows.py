@@ -20,12 +20,12 @@ from livekit.plugins import openai
 
 from coach.agents import DesignStrategist
 from coach.agents.restore import restored_chat_ctx
-from coach.runtime import Runtime
+from coach.conversation.runtime import Runtime
+from coach.conversation.userdata import UserData
 from coach.surfaces.worker import OUTAGE_SENTENCES, end_job_on_outage
 from coach.testing import FakeOpenAIServer, Reply, ToolCall, call, say
 from coach.testing.speech_server import SpeechServer
 from coach.testing.voice import HANG, VoiceCall, speech_models
-from coach.userdata import UserData
 from tests.agents.helpers import CHALLENGE, new_session_with_phases
 
 pytestmark = pytest.mark.voice

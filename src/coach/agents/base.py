@@ -12,6 +12,7 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 from livekit.agents import Agent, ModelSettings, ToolError, llm
 from pydantic import JsonValue
 
+from ..conversation.userdata import UserData
 from ..errors import StaleWrite, StorageError
 from ..prompts import AgentKind
 from ..state.design import Change
@@ -19,7 +20,6 @@ from ..state.history import prune_chat_items
 from ..state.view import navigate
 from ..state.zones import JSON, Action, Zone
 from ..store import clean_text, is_clean
-from ..userdata import UserData
 from .offer import offered_tools
 from .request import checked_tool_calls, one_system_message, with_tool_choice
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool, llm
 
+from ..conversation.userdata import FLUSH_BEFORE_LOAD, UserData
 from ..errors import BranchRefused, SessionNotFound
 from ..store import MessageRecord, clean_text
-from ..userdata import FLUSH_BEFORE_LOAD, UserData
 from .base import CoachAgentBase, needs_notes
 from .restore import resumed_agent
 

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool
 
+from ..conversation.userdata import UserData
 from ..errors import InvalidWrite, ResumeError, StorageError
 from ..state import design
 from ..store import SessionRecord, clean_text, session_tree
-from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
 from .memory import PersonMemory

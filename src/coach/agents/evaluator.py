@@ -6,9 +6,9 @@ import json
 
 from livekit.agents import RunContext, ToolError, function_tool
 
+from ..conversation.userdata import UserData
 from ..state import design
 from ..store import clean_text
-from ..userdata import UserData
 from .phased import PhasedAgent
 
 MAX_TEXT = 4_000

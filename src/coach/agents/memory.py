@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 from livekit.agents import RunContext, ToolError, function_tool
 
+from ..conversation.userdata import UserData
 from ..errors import StaleWrite
 from ..state import person
 from ..state.design import Change
 from ..state.zones import JSON, Action
 from ..store import clean_text
-from ..userdata import UserData
 from .base import CoachAgentBase, needs_notes
 
 

@@ -1,10 +1,10 @@
 """Tools offered by state (SPEC §3a): an agent offers the model only the tools that can
 work now.
 
-The rule per tool reads :class:`~coach.userdata.UserData` only, so the same state always
-offers the same list. A tool left out is still the agent's: a model that calls it anyway
-gets the tool's own refusal, as before. Fewer, valid choices help every model (a small one
-picks the first tool listed) and shrink every request.
+The rule per tool reads :class:`~coach.conversation.userdata.UserData` only, so the same
+state always offers the same list. A tool left out is still the agent's: a model that
+calls it anyway gets the tool's own refusal, as before. Fewer, valid choices help every
+model (a small one picks the first tool listed) and shrink every request.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from livekit.agents import llm
 
-from ..userdata import UserData
+from ..conversation.userdata import UserData
 
 Rule = Callable[[UserData], bool]
 

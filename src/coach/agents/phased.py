@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..conversation.userdata import UserData
 from ..prompts import Phase
-from ..userdata import UserData
 from .base import CoachAgentBase
 
 

@@ -6,8 +6,8 @@ import logging
 
 from livekit.agents import llm
 
+from ..conversation.userdata import UserData
 from ..store import ResumeResult
-from ..userdata import UserData
 from .base import CoachAgentBase, agent_for
 
 logger = logging.getLogger("coach.agents")

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from livekit.agents import RunContext, ToolError, function_tool
 
+from ..conversation.userdata import UserData
 from ..state import design
 from ..state.zones import JSON, Action, Zone
 from ..store import clean_text
-from ..userdata import UserData
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
 from .memory import PersonMemory

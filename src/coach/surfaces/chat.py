@@ -31,8 +31,8 @@ from livekit.agents import APIError, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 from livekit.agents.voice.io import TextOutput
 
+from ..conversation.runtime import Runtime
 from ..models import build_llm, describe_model_error, llm_url
-from ..runtime import Runtime
 from ..settings import Settings
 from ..store import check_identity
 

@@ -28,9 +28,9 @@ from livekit.agents.voice.agent_session import SessionConnectOptions
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 from livekit.agents.worker import _DefaultLoadCalc
 
+from ..conversation.runtime import Runtime
 from ..errors import InvalidWrite
 from ..models import VoiceModels, load_plugins, load_vad
-from ..runtime import Runtime
 from ..settings import Settings, load_settings
 from ..store import check_identity
 from .health import DatabaseHealth

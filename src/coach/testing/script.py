@@ -458,7 +458,7 @@ def _check_one_line(replies: tuple[Reply, ...], where: str) -> None:
 
 
 RENDER_TOOL = "render_brief"
-"""The renderer's tool (coach.rendering): a request forcing it is a render request."""
+"""The renderer's tool (coach.conversation.rendering): a request forcing it is a render request."""
 
 
 class RenderLane:

@@ -24,9 +24,9 @@ from typing import Any
 
 from livekit.plugins import openai
 
+from coach.conversation.runtime import Runtime
 from coach.errors import CoachError
 from coach.models import load_vad
-from coach.runtime import Runtime
 from coach.settings import Settings
 from coach.surfaces.sessions import show_session
 

@@ -6,11 +6,11 @@ from livekit import rtc
 from livekit.agents import llm
 
 from ...agents.restore import resumed_agent
+from ...conversation.live_state import action_id
 from ...errors import (
     BranchRefused,
     InvalidWrite,
 )
-from ...live_state import action_id
 from ...state.design import DesignError
 from ...state.view import focus
 from ...state.zones import Action, Zone

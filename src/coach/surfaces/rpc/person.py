@@ -11,10 +11,10 @@ from livekit import rtc
 from pydantic import TypeAdapter
 
 from ...agents.base import CoachAgentBase
+from ...conversation.userdata import UserData
 from ...state.person import PersonError, forget, forget_all
 from ...state.zones import Action
 from ...store import clean_text
-from ...userdata import UserData
 from ..sessions import export_person
 from .contract import (
     CONFIRM_SECONDS,

@@ -14,6 +14,7 @@ from livekit import rtc
 from livekit.agents import AgentSession
 from pydantic import BaseModel, ValidationError
 
+from ...conversation.userdata import UserData
 from ...errors import (
     ResumeError,
     SessionNotFound,
@@ -21,7 +22,6 @@ from ...errors import (
     StorageError,
 )
 from ...store import SessionRecord, UserRecord, clean_text
-from ...userdata import UserData
 from .contract import MAX_REQUEST_BYTES, NOT_FOUND, SESSION_ID
 
 logger = logging.getLogger("coach.rpc")

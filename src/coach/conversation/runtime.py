@@ -16,20 +16,20 @@ from livekit.agents import AgentSession, APIConnectOptions, llm
 from livekit.agents.voice.agent_session import SessionConnectOptions
 from livekit.agents.voice.events import ErrorEvent
 
-from . import metrics
-from .agents import CoachAgentBase, DesignCoach
-from .agents.coach import LISTED
-from .agents.restore import resumed_agent
-from .errors import ResumeError
+from .. import metrics
+from ..agents import CoachAgentBase, DesignCoach
+from ..agents.coach import LISTED
+from ..agents.restore import resumed_agent
+from ..errors import ResumeError
+from ..persistence import open_repository
+from ..prompts import PromptBook, load_prompts
+from ..settings import Settings
+from ..state.board import Renderer
+from ..store import Store
+from .attach import SessionRecorder
 from .live_state import LiveState, StateSink
-from .persistence import open_repository
-from .prompts import PromptBook, load_prompts
-from .recording import Losses, Recorder
+from .recorder import Losses, Recorder
 from .rendering import ModelRenderer
-from .session_recorder import SessionRecorder
-from .settings import Settings
-from .state.board import Renderer
-from .store import Store
 from .userdata import UserData
 
 logger = logging.getLogger("coach")

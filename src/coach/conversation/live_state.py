@@ -20,13 +20,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import metrics
-from .recording import Recorder
+from .. import metrics
+from ..state.board import BriefRenderer, Renderer, RenderInput
+from ..state.design import Change, empty_data
+from ..state.zones import JSON, Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
+from ..store import StateRecord
+from .recorder import Recorder
 from .rendering import ModelRenderer
-from .state.board import BriefRenderer, Renderer, RenderInput
-from .state.design import Change, empty_data
-from .state.zones import JSON, Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
-from .store import StateRecord
 
 logger = logging.getLogger("coach.state")
 

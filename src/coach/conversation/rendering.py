@@ -22,8 +22,8 @@ from typing import Any, Final
 from livekit.agents import llm
 from pydantic_core import from_json
 
-from .state.board import RenderInput
-from .store import clean_text
+from ..state.board import RenderInput
+from ..store import clean_text
 
 logger = logging.getLogger("coach.renderer")
 

@@ -11,17 +11,17 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import metrics
-from .errors import BranchRefused, NoOpenSession, SessionNotFound, StaleWrite
+from .. import metrics
+from ..errors import BranchRefused, NoOpenSession, SessionNotFound, StaleWrite
+from ..prompts import AgentKind, Phase, PromptBook
+from ..state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
+from ..state.brief import BriefInput, PhaseDecision, render_brief
+from ..state.design import Change
+from ..state.person import empty_person, person_lines
+from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger
+from ..store import PhaseDone, ResumeResult, SessionRecord, Store
 from .live_state import LiveState
-from .prompts import AgentKind, Phase, PromptBook
-from .recording import Recorder
-from .state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
-from .state.brief import BriefInput, PhaseDecision, render_brief
-from .state.design import Change
-from .state.person import empty_person, person_lines
-from .state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger
-from .store import PhaseDone, ResumeResult, SessionRecord, Store
+from .recorder import Recorder
 
 FLUSH_BEFORE_LOAD = 5.0
 """Seconds a resume waits for this process's queued writes to be stored."""
