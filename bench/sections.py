@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coach.store import AddMessage, AppendSteps
+
 from .backends import (
     AgentsSQLAlchemyBackend,
     AgentsSQLiteBackend,
@@ -269,9 +271,9 @@ async def recorder_run(workload: Workload, texts: Sequence[Turn]) -> RecorderRun
         start = time.perf_counter()
         for s, t in workload.order():
             turn, sid = texts[s * workload.turns + t], handles[s].id
-            recorder.message(sid, "user", turn.user)
-            recorder.message(sid, "assistant", turn.assistant)
-            recorder.steps(sid, 2 * t, steps[s * workload.turns + t])
+            recorder.submit(AddMessage(sid, "user", turn.user))
+            recorder.submit(AddMessage(sid, "assistant", turn.assistant))
+            recorder.submit(AppendSteps(sid, 2 * t, tuple(steps[s * workload.turns + t])))
             if recorder.saturated:
                 await recorder.wait_for_capacity()
             await asyncio.sleep(0)  # a conversation yields between turns

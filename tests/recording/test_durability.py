@@ -23,7 +23,8 @@ import pytest
 from livekit.agents import llm
 from sqlalchemy.engine import make_url
 
-from coach.conversation.recorder import Recorder, RecorderStats
+from coach.conversation.losses import RecorderStats
+from coach.conversation.recorder import Recorder
 from coach.conversation.runtime import Runtime
 from coach.persistence import Database, Repository, open_repository
 from coach.persistence.keystore import Vault

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from coach.conversation.recorder import Recorder, is_transient
+from coach.conversation.losses import is_transient
+from coach.conversation.recorder import Recorder
 from coach.errors import StaleWrite, StorageError
 from coach.persistence.engine import is_transient as engine_is_transient
 from coach.state.zones import DeltaSpec

@@ -16,6 +16,7 @@ from livekit.agents.voice.events import (
     FunctionToolsExecutedEvent,
 )
 
+from ..store import AddMessage, AppendSteps, ClosePhase
 from .userdata import UserData
 
 logger = logging.getLogger("coach.recorder")
@@ -73,12 +74,8 @@ class SessionRecorder:
                 continue
             self._closed.add(phase_id)
             zones = {"data": state.data, "template": state.template, "view": state.view}
-            userdata.recorder.phase_closed(
-                session_id,
-                phase_id,
-                memory_end=self._next_step,
-                state_end=state.step,
-                zones=copy.deepcopy(zones),
+            userdata.recorder.submit(
+                ClosePhase(session_id, phase_id, self._next_step, state.step, copy.deepcopy(zones))
             )
 
     def _sync_session(self) -> str | None:
@@ -110,10 +107,8 @@ class SessionRecorder:
         if isinstance(item, llm.ChatMessage) and item.role in ("user", "assistant"):
             text = item.text_content
             if text:
-                recorder.message(
-                    session_id, item.role, text, phase_id=phase_id, interrupted=item.interrupted
-                )
-        recorder.steps(session_id, self._next_step, [item])
+                recorder.submit(AddMessage(session_id, item.role, text, phase_id, item.interrupted))
+        recorder.submit(AppendSteps(session_id, self._next_step, (item,)))
         self._next_step += 1
 
 

@@ -24,7 +24,7 @@ from .. import metrics
 from ..state.board import BriefRenderer, Renderer, RenderInput
 from ..state.design import Change, empty_data
 from ..state.zones import JSON, Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
-from ..store import StateRecord
+from ..store import StateRecord, WriteZone
 from .recorder import Recorder
 from .rendering import ModelRenderer
 
@@ -173,7 +173,8 @@ class LiveState:
                 self._data_step = self.step
         if self.sink is not None:
             self.sink.publish(state_message(self.session_id, delta, zone, value))
-        self._recorder.write_zone(self.session_id, zone, value, spec, expected_step=self.step - 1)
+        name = zone.value if zone is not None else None
+        self._recorder.submit(WriteZone(self.session_id, name, value, spec, self.step - 1))
         return delta
 
     def data_changed_this_turn(self) -> bool:

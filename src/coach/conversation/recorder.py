@@ -22,107 +22,26 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from .. import metrics
 from ..errors import CoachError, StaleWrite, StorageError
-from ..prompts import Phase
-from ..state.zones import DeltaSpec, Zone
 from ..store import (
-    AddMessage,
     AppendSteps,
-    ClosePhase,
-    SavePhaseOutput,
     Store,
-    UpdateSession,
     WriteOp,
     WriteZone,
 )
+from .losses import (
+    LAG_WINDOW,
+    Losses,
+    RecorderStats,
+    describe,
+    is_transient,
+    reason,
+    timed_out,
+)
 
 logger = logging.getLogger("coach.recorder")
-
-
-@dataclass(frozen=True)
-class RecorderStats:
-    """A snapshot of the recorder's health."""
-
-    queue_depth: int
-    """Writes queued and not yet committed."""
-    write_lag: float
-    """Seconds the oldest uncommitted write has waited (0 when idle)."""
-    errors: int
-    """Database errors seen (each retry counts)."""
-    dropped: int
-    """Writes given up on because they can never succeed (logged with the reason)."""
-    written: int
-    """Writes committed since start."""
-    batches: int
-    """Transactions committed since start."""
-    commit_lag_p50: float = 0.0
-    """Median seconds from queued to committed, over the last :data:`LAG_WINDOW` writes."""
-    commit_lag_p95: float = 0.0
-    commit_lag_max: float = 0.0
-    max_batch: int = 0
-    """Writes per transaction at most now (smaller while batches time out)."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a storage error may go away by itself (connection lost, database locked).
-
-    Only failures the store marked as passing count; bad content (a value the database
-    refuses) and conflicts never do. A connection lost during COMMIT does count — the
-    writer checks whether the batch landed before it writes it again.
-    """
-    return isinstance(exc, StorageError) and not isinstance(exc, StaleWrite) and exc.transient
-
-
-def _describe(exc: BaseException) -> dict[str, str]:
-    # Error types only: driver messages can quote what the user said (STYLE: no
-    # transcripts in logs).
-    cause = exc.__cause__
-    return {"error": type(exc).__name__, "cause": type(cause).__name__ if cause else "-"}
-
-
-def _reason(exc: BaseException) -> str:
-    """``StorageError (ConnectionRefusedError)``: the error's type and its cause's."""
-    cause = exc.__cause__
-    return f"{type(exc).__name__} ({type(cause).__name__})" if cause else type(exc).__name__
-
-
-@dataclass(frozen=True)
-class Losses:
-    """What the recorder could not store: the truth a surface reports at exit."""
-
-    dropped: int
-    """Writes refused for good while running (a value the database refuses, a conflict)."""
-    unwritten: int
-    """Writes still queued when the shutdown timeout ran out (the database stayed down)."""
-    reasons: tuple[str, ...]
-    """Distinct causes, most frequent first (error types only: no user text)."""
-
-    @property
-    def count(self) -> int:
-        """Writes lost in all."""
-        return self.dropped + self.unwritten
-
-    def __str__(self) -> str:
-        parts = []
-        if self.unwritten:
-            parts.append(f"{self.unwritten} still queued when the database stayed unavailable")
-        if self.dropped:
-            parts.append(f"{self.dropped} refused by the database")
-        why = f"; cause: {', '.join(self.reasons)}" if self.reasons else ""
-        return f"{self.count} write(s) were not saved ({' and '.join(parts)}{why})"
-
-
-LAG_WINDOW = 1_000
-"""Commits the stats' lag percentiles are taken over."""
-
-
-def _timed_out(exc: BaseException) -> bool:
-    """Whether the database took longer than its deadline (a stalled or overloaded server)."""
-    return isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError)
 
 
 class Recorder:
@@ -235,75 +154,6 @@ class Recorder:
         if len(self._queue) == 1 or len(self._queue) >= self._max_batch:
             self._wakeup.set()
 
-    def message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        *,
-        phase_id: str | None = None,
-        interrupted: bool = False,
-    ) -> None:
-        """Queue a conversation message."""
-        self.submit(AddMessage(session_id, role, content, phase_id, interrupted))
-
-    def phase_started(
-        self, session_id: str, phase: Phase, *, system_prompt: str, user_input: str
-    ) -> None:
-        """Queue a ``running`` phase output with the prompts sent to the LLM."""
-        self.submit(
-            SavePhaseOutput(
-                session_id,
-                phase.id,
-                phase.name,
-                "running",
-                system_prompt=system_prompt,
-                user_input=user_input,
-            )
-        )
-
-    def phase_finished(
-        self, session_id: str, phase: Phase, *, output: str | None = None, error: str | None = None
-    ) -> None:
-        """Queue a ``completed`` (or, with ``error``, ``failed``) phase output."""
-        status = "failed" if error is not None else "completed"
-        self.submit(
-            SavePhaseOutput(session_id, phase.id, phase.name, status, output=output, error=error)
-        )
-
-    def phase_closed(
-        self,
-        session_id: str,
-        phase_id: str,
-        *,
-        memory_end: int,
-        state_end: int,
-        zones: dict[str, Any],
-    ) -> None:
-        """Queue where a completed phase ends (its branch point)."""
-        self.submit(ClosePhase(session_id, phase_id, memory_end, state_end, zones))
-
-    def session_changed(self, session_id: str, **fields: Any) -> None:
-        """Queue session bookkeeping (status, design_challenge, current_agent, current_phase_id)."""
-        self.submit(UpdateSession(session_id, fields))
-
-    def write_zone(
-        self,
-        session_id: str,
-        zone: Zone | None,
-        value: dict[str, Any] | None,
-        delta: DeltaSpec,
-        *,
-        expected_step: int,
-    ) -> None:
-        """Queue a zoned state write with its delta (``zone=None``: the delta alone)."""
-        name = zone.value if zone is not None else None
-        self.submit(WriteZone(session_id, name, value, delta, expected_step))
-
-    def steps(self, session_id: str, start: int, steps: Sequence[object]) -> None:
-        """Queue agent memory steps to append at position ``start``."""
-        self.submit(AppendSteps(session_id, start, tuple(steps)))
-
     # --- waiting -------------------------------------------------------------------
 
     @property
@@ -372,7 +222,7 @@ class Recorder:
             except Exception as exc:  # never let the writer die: every session depends on it
                 self._errors += 1
                 self._dropped += len(batch)
-                self._reasons[_reason(exc)] += len(batch)
+                self._reasons[reason(exc)] += len(batch)
                 logger.exception("recorder batch failed; %d write(s) dropped", len(batch))
             self._inflight_since = None
             done = time.monotonic()
@@ -424,13 +274,13 @@ class Recorder:
                 if self._last_outage is None:  # one line when an outage starts, not per retry
                     logger.warning(
                         "database unavailable (%s); queued writes wait and are retried",
-                        _reason(exc),
-                        extra={**_describe(exc), "retry_in": delay},
+                        reason(exc),
+                        extra={**describe(exc), "retry_in": delay},
                     )
                 else:
                     logger.debug("database still unavailable; retry in %.2f s", delay)
-                self._last_outage = _reason(exc)
-                if _timed_out(exc) and len(ops) > 1:
+                self._last_outage = reason(exc)
+                if timed_out(exc) and len(ops) > 1:
                     # Too big to commit within the deadline: halve it (and later batches)
                     # instead of retrying it whole while back-pressure holds the agents.
                     self._max_batch = max(1, min(self._max_batch, len(ops) // 2))
@@ -441,7 +291,7 @@ class Recorder:
             except Exception as exc:  # a bug must not stop recording for every session
                 self._errors += 1
                 metrics.RECORDER_ERRORS.labels("unexpected").inc()
-                logger.error("unexpected error writing a batch: %s", _reason(exc))
+                logger.error("unexpected error writing a batch: %s", reason(exc))
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._retry_max)
@@ -457,11 +307,11 @@ class Recorder:
                 if is_transient(exc):
                     await self._write([op])
                     continue
-                self._drop(op, _reason(exc))
+                self._drop(op, reason(exc))
                 if isinstance(op, AppendSteps | WriteZone):
                     self._fence(op.session_id, exc)
             except Exception as exc:
-                self._drop(op, _reason(exc))
+                self._drop(op, reason(exc))
 
     def _drop(self, op: WriteOp, reason: str) -> None:
         self._dropped += 1

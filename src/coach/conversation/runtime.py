@@ -28,7 +28,8 @@ from ..state.board import Renderer
 from ..store import Store
 from .attach import SessionRecorder
 from .live_state import LiveState, StateSink
-from .recorder import Losses, Recorder
+from .losses import Losses
+from .recorder import Recorder
 from .rendering import ModelRenderer
 from .userdata import UserData
 

@@ -19,7 +19,14 @@ from ..state.brief import BriefInput, PhaseDecision, render_brief
 from ..state.design import Change
 from ..state.person import empty_person, person_lines
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger
-from ..store import PhaseDone, ResumeResult, SessionRecord, Store
+from ..store import (
+    PhaseDone,
+    ResumeResult,
+    SavePhaseOutput,
+    SessionRecord,
+    Store,
+    UpdateSession,
+)
 from .live_state import LiveState
 from .recorder import Recorder
 
@@ -128,14 +135,12 @@ class UserData:
         session_id = self.open_session("start a phase")
         self.current_phase_id = phase.id
         if phase.id not in self.phase_outputs:
-            self.recorder.phase_started(
-                session_id, phase, system_prompt=system_prompt, user_input=user_input
-            )
-        self.recorder.session_changed(session_id, current_agent=agent, current_phase_id=phase.id)
+            self._phase_output(session_id, phase, "running", system_prompt, user_input)
+        self._session_changed(session_id, current_agent=agent, current_phase_id=phase.id)
 
     def complete_phase(self, phase: Phase, output: str) -> None:
         """End ``phase`` with ``output``: stored as completed, and in the brief from now on."""
-        self.recorder.phase_finished(self.open_session(), phase, output=output)
+        self._phase_output(self.open_session(), phase, "completed", output=output)
         self.phase_outputs[phase.id] = output
 
     async def capture_challenge(self, phase: Phase, challenge: str, *, system_prompt: str) -> None:
@@ -157,11 +162,9 @@ class UserData:
             self.session_id = session.id
             self.state.attach(session.id)
         else:
-            self.recorder.session_changed(self.session_id, design_challenge=challenge)
-            self.recorder.phase_started(
-                self.session_id, phase, system_prompt=system_prompt, user_input=challenge
-            )
-            self.recorder.phase_finished(self.session_id, phase, output=challenge)
+            self._session_changed(self.session_id, design_challenge=challenge)
+            self._phase_output(self.session_id, phase, "running", system_prompt, challenge)
+            self._phase_output(self.session_id, phase, "completed", output=challenge)
         self.design_challenge = challenge
         self.status = "in_progress"
         self.current_phase_id = phase.id
@@ -171,7 +174,29 @@ class UserData:
         """Mark the open session completed."""
         session_id = self.open_session("finish the session")
         self.status = "completed"
-        self.recorder.session_changed(session_id, status="completed")
+        self._session_changed(session_id, status="completed")
+
+    def _phase_output(
+        self,
+        session_id: str,
+        phase: Phase,
+        status: Literal["running", "completed"],
+        system_prompt: str | None = None,
+        user_input: str | None = None,
+        *,
+        output: str | None = None,
+    ) -> None:
+        """Queue ``phase``'s output: ``running`` with the prompts the model is sent, or
+        ``completed`` with what it decided."""
+        self.recorder.submit(
+            SavePhaseOutput(
+                session_id, phase.id, phase.name, status, system_prompt, user_input, output
+            )
+        )
+
+    def _session_changed(self, session_id: str, **fields: Any) -> None:
+        """Queue the session's bookkeeping (status, challenge, agent, phase, room)."""
+        self.recorder.submit(UpdateSession(session_id, fields))
 
     def brief(self) -> str:
         """The session brief every agent's instructions carry (SPEC §3a), from stored
@@ -333,5 +358,5 @@ class UserData:
         self.evaluation = dict(evaluation) if isinstance(evaluation, dict) else None
         self.session_id = result.session.id  # last: the recorder follows this field
         if self.room is not None and result.session.room != self.room:
-            self.recorder.session_changed(session_id, room=self.room)
+            self._session_changed(session_id, room=self.room)
         return result
