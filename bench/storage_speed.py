@@ -326,7 +326,7 @@ async def section_pings(transactions: int) -> tuple[int, Batch]:
         )
         try:
             pings = 0
-            dialect = repo.sync_engine.dialect
+            dialect = repo.database.sync_engine.dialect
             do_ping = dialect.do_ping
 
             def counting(dbapi_connection: Any) -> bool:

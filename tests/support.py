@@ -1,20 +1,24 @@
 """What test modules share besides the fixtures of ``conftest.py`` (which no test
-imports): the memory secret every test repository signs with, and the runtime factory's
-type."""
+imports): the memory secret and keys every test repository uses, the runtime factory's
+type, raw SQL on a repository's database, and the writes only tests make directly."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from coach.conversation.runtime import Runtime
 from coach.persistence import Repository
 from coach.persistence.crypto import MasterKeys
+from coach.persistence.engine import create_engine
+from coach.store import AppendSteps, SessionRecord, Store, UpdateSession
 
 MEMORY_SECRET = b"coach-test-secret-0123456789abcdef"
 """The HMAC key of every test repository's memory steps."""
@@ -48,15 +52,44 @@ RuntimeFactory = Callable[[], Awaitable[Runtime]]
 """``open_runtime``: opens another runtime on the test's database."""
 
 
+@contextlib.asynccontextmanager
+async def raw_sql(repo: Repository, *, begin: bool = False) -> AsyncIterator[AsyncConnection]:
+    """A connection to ``repo``'s database for raw SQL (in a transaction committed at the
+    end with ``begin``), on an engine of its own, closed after."""
+    engine = create_engine(repo.database.url, pool_size=1, max_overflow=0)
+    try:
+        async with engine.begin() if begin else engine.connect() as conn:
+            yield conn
+    finally:
+        await engine.dispose()
+
+
+async def update_session(store: Store, session_id: str, **fields: Any) -> SessionRecord:
+    """Change a session's fields as the recorder does (a batch of one), and read it back."""
+    changed = {name: value for name, value in fields.items() if value is not None}
+    await store.write_batch([UpdateSession(session_id, changed)])
+    found = await store.get_session(session_id)
+    assert found is not None, session_id
+    return found
+
+
+async def append_steps(
+    store: Store, session_id: str, steps: Sequence[object], *, start: int
+) -> int:
+    """Store memory steps at ``start, start + 1, ...`` as the recorder does; the count after."""
+    await store.write_batch([AppendSteps(session_id, start, tuple(steps))])
+    return start + len(steps)
+
+
 _WAL_AT = text("SELECT file_name, file_offset FROM pg_walfile_name_offset(pg_current_wal_lsn())")
 
 
 async def wal_position(repo: Repository) -> tuple[str, int] | None:
     """PostgreSQL: where the WAL is written now — segment and offset — (what
     :func:`stored_bytes` reads from); SQLite: ``None`` (its WAL is a file beside it)."""
-    if repo.dialect != "postgresql":
+    if repo.database.dialect != "postgresql":
         return None
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         name, offset = (await conn.execute(_WAL_AT)).one()
     return str(name), int(offset)
 
@@ -66,14 +99,14 @@ async def stored_bytes(repo: Repository, database_url: str, since: tuple[str, in
     WAL, or — read raw by the PostgreSQL server as the superuser the tests connect as —
     every table, index and TOAST relation after a checkpoint and the WAL written from
     ``since`` (:func:`wal_position`) on, and nothing before it."""
-    if repo.dialect != "postgresql":
+    if repo.database.dialect != "postgresql":
         database = Path(str(make_url(database_url).database))
         files = [p for p in database.parent.iterdir() if p.name.startswith(database.name)]
         assert any(p.name.endswith("-wal") for p in files)  # the WAL is read too
         return b"".join(p.read_bytes() for p in files)
     assert since is not None
     read = text("SELECT pg_read_binary_file(CAST(:p AS text), :o, :n)")
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         await conn.execute(text("CHECKPOINT"))
         end, end_offset = (await conn.execute(_WAL_AT)).one()
         relations = await conn.execute(

@@ -149,3 +149,53 @@ def test_no_test_imports_a_conftest() -> None:
         return False
 
     assert [str(p.relative_to(tests)) for p in tests.rglob("*.py") if imports_a_conftest(p)] == []
+
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("coach", "coach.__main__"),
+    ("coach.surfaces", "coach.testing"),
+    ("coach.conversation.runtime", "coach.conversation.attach", "coach.settings", "coach.models"),
+    ("coach.agents",),
+    ("coach.conversation",),
+    ("coach.persistence",),
+    ("coach.store",),
+    ("coach.state",),
+    ("coach.errors", "coach.prompts", "coach.metrics", "coach._resources"),
+)
+"""The layers, top down: a module imports its own layer and the ones below it only.
+Surfaces reach people; the runtime and the attachment wire agents to a LiveKit session
+(from the settings and the models they name);
+the agents work on the live conversation (``UserData``, its zones, the recorder); the
+store is the contract persistence implements; state is pure logic."""
+
+
+def _layer(module: str) -> int:
+    """The index of ``module``'s layer (the longest matching prefix wins)."""
+    best, found = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, found = len(prefix), index
+    assert found >= 0, f"{module} is in no layer: add it to LAYERS"
+    return found
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = [
+        f"{name} -> {target}"
+        for name, targets in sorted(_graph().items())
+        for target in sorted(targets)
+        if _layer(target) < _layer(name)
+    ]
+    assert upward == []
+
+
+def test_only_the_wiring_and_the_surfaces_open_the_database() -> None:
+    """The agents and the live conversation see storage only through the store protocol."""
+    users = {
+        name
+        for name, targets in _graph().items()
+        if not name.startswith("coach.persistence")
+        and any(t == "coach.persistence" or t.startswith("coach.persistence.") for t in targets)
+    }
+    assert {_layer(name) for name in users} <= {0, 1, 2}, sorted(users)

@@ -39,7 +39,7 @@ from coach.state import Action, DeltaSpec, Zone, design
 from coach.store import check_identity, clean_text, identity_keys, is_clean
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 from coach.testing import ScriptedLLM, ToolCall, calls, say
-from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url
+from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url, raw_sql
 
 T = TypeVar("T")
 
@@ -100,7 +100,7 @@ def store(
 async def _count(repo: Repository, table: str) -> int:
     from sqlalchemy import text
 
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         return int((await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one())
 
 

@@ -164,13 +164,19 @@ def render(template: str, variables: Mapping[str, Any], *, file: str, key: str) 
     return template.format_map({name: variables[name] for name in needed})
 
 
+def load_manifest(directory: Path | None = None) -> PhaseManifest:
+    """The phase manifest of ``directory`` (default: the shipped prompts), validated."""
+    directory = directory or resource_path("prompts")
+    try:
+        return PhaseManifest.model_validate(_read_yaml(directory, MANIFEST_FILE))
+    except ValidationError as exc:
+        raise _validation_error(MANIFEST_FILE, exc) from None
+
+
 def load_prompts(directory: Path | None = None) -> PromptBook:
     """Load and validate the prompt files and the phase manifest from ``directory``."""
     directory = directory or resource_path("prompts")
-    try:
-        manifest = PhaseManifest.model_validate(_read_yaml(directory, MANIFEST_FILE))
-    except ValidationError as exc:
-        raise _validation_error(MANIFEST_FILE, exc) from None
+    manifest = load_manifest(directory)
     agents: dict[AgentKind, AgentPrompt] = {}
     for kind, file in AGENT_FILES.items():
         raw = _read_yaml(directory, file)

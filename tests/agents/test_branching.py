@@ -22,6 +22,8 @@ from coach.errors import BranchRefused, SessionNotFound
 from coach.store import ClosePhase
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, call, say
+from tests.agents.helpers import repository
+from tests.support import raw_sql
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 
@@ -33,12 +35,17 @@ TABLES = ("sessions", "phase_outputs", "session_conversations", "agent_steps",
 async def rows_of(runtime: Runtime, session_id: str) -> dict[str, list[Any]]:
     """Every stored row of a session, table by table, as the database returns them."""
     found: dict[str, list[Any]] = {}
-    async with runtime.store.engine.connect() as conn:  # type: ignore[attr-defined]
+    repo = repository(runtime)
+    async with raw_sql(repo) as conn:
         for table in TABLES:
             key = "id" if table == "sessions" else "session_id"
             result = await conn.execute(
                 text(f"SELECT * FROM {table} WHERE {key} = :id ORDER BY 1, 2"),
-                {"id": session_id if runtime.store.dialect == "sqlite" else _uuid(session_id)},  # type: ignore[attr-defined]
+                {
+                    "id": session_id
+                    if repository(runtime).database.dialect == "sqlite"
+                    else _uuid(session_id)
+                },
             )
             found[table] = [tuple(row) for row in result]
     return found

@@ -13,6 +13,8 @@ from sqlalchemy import text
 
 from coach.conversation.runtime import Runtime
 from coach.surfaces.rpc import invoke
+from tests.agents.helpers import repository
+from tests.support import raw_sql, update_session
 
 from .helpers import new_session_with_phases
 from .test_branching import TABLES, rows_of, visit
@@ -23,7 +25,7 @@ ALL_TABLES = ("users", *TABLES)
 async def counts(runtime: Runtime) -> dict[str, int]:
     """Rows per table, everyone's."""
     found = {}
-    async with runtime.store.engine.connect() as conn:  # type: ignore[attr-defined]
+    async with raw_sql(repository(runtime)) as conn:
         for table in ALL_TABLES:
             found[table] = (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
     return found
@@ -66,7 +68,7 @@ async def test_prune_erases_what_is_past_retention_and_a_dry_run_nothing(
 ) -> None:
     old = await new_session_with_phases(runtime, "ada", 1)
     done = await new_session_with_phases(runtime, "bob", 1)
-    await runtime.store.update_session(done, status="completed")
+    await update_session(runtime.store, done, status="completed")
     fresh = await new_session_with_phases(runtime, "cy", 1)
     later = datetime.now(UTC) + timedelta(days=1)  # everything so far is "older"
 

@@ -21,7 +21,7 @@ from coach.state import person
 from coach.state.zones import DeltaSpec
 from coach.surfaces.rpc import invoke
 from coach.testing import FakeOpenAIServer, call, say
-from tests.support import MEMORY_SECRET, key_env, keys_of
+from tests.support import MEMORY_SECRET, key_env, keys_of, raw_sql
 
 from .helpers import CHALLENGE
 from .test_context_contract import Visit, instructions, offered
@@ -200,7 +200,7 @@ def test_users_show_forget_and_delete(
     async def rows() -> tuple[int, int]:
         store = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
         try:
-            async with store.engine.connect() as conn:
+            async with raw_sql(store) as conn:
                 persons = await conn.scalar(select(func.count()).select_from(PERSONS))
                 deltas = await conn.scalar(select(func.count()).select_from(PERSON_DELTAS))
                 return int(persons or 0), int(deltas or 0)

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from coach.agents import DesignEvaluator, DesignStrategist
 from coach.conversation.runtime import Runtime
 from coach.testing import ScriptedLLM, call, say
-from tests.support import RuntimeFactory
+from tests.support import RuntimeFactory, raw_sql, update_session
 
 from .helpers import CHALLENGE, new_session_with_phases, repository, start
 
@@ -99,7 +99,7 @@ async def test_session_with_all_strategy_phases_done_resumes_in_the_evaluator(
 
 async def test_completed_session_is_refused_in_plain_words(runtime: Runtime) -> None:
     session_id = await new_session_with_phases(runtime, "cy", phases=1)
-    await runtime.store.update_session(session_id, status="completed")
+    await update_session(runtime.store, session_id, status="completed")
     model = ScriptedLLM([say("Welcome back!")])
     session = await start(runtime, model, identity="cy")
     model.extend(
@@ -154,8 +154,7 @@ async def test_corrupt_memory_steps_fall_back_to_reconstructed_context(
     runtime: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
     session_id = await new_session_with_phases(runtime, "dee", phases=2)
-    engine = repository(runtime).engine
-    async with engine.begin() as conn:
+    async with raw_sql(repository(runtime), begin=True) as conn:
         await conn.execute(
             text("UPDATE agent_steps SET payload = :junk WHERE session_id = :sid"),
             {"junk": b"\x00garbage", "sid": session_id},

@@ -21,7 +21,7 @@ from coach.persistence.schema import Base
 from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
 from coach.testing import ScriptedLLM, call, say
-from tests.support import stored_bytes, wal_position
+from tests.support import raw_sql, stored_bytes, wal_position
 
 from .helpers import repository, start
 
@@ -133,7 +133,7 @@ async def stored(runtime: Runtime) -> dict[str, list[str]]:
     """Every stored row of every table as text (memory steps decoded), by table."""
     found: dict[str, list[str]] = {}
     repo = repository(runtime)
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         owners = {
             str(sid).replace("-", ""): str(uid).replace("-", "")
             for sid, uid in (await conn.execute(text("SELECT id, user_id FROM sessions"))).all()

@@ -20,6 +20,7 @@ from coach.conversation.userdata import UserData
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, METHODS, invoke, register_all
 from coach.testing import ScriptedLLM, say
 from coach.testing.paced_llm import PacedLLM, tool_call
+from tests.support import update_session
 
 from .helpers import CHALLENGE, new_session_with_phases, start
 from .test_notes_unreachable import UnreachableReads
@@ -410,7 +411,7 @@ async def test_resume_refuses_what_cannot_be_resumed_with_the_spoken_words(
     runtime: Runtime, status: str, words: str
 ) -> None:
     session_id = await new_session_with_phases(runtime, OWNER, 1)
-    await runtime.store.update_session(session_id, status=status)
+    await update_session(runtime.store, session_id, status=status)
     session = await live(runtime)
     error = await refused(
         session.userdata, "coach.resume_session", {"session_id": session_id}, session=session

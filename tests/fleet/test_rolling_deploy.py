@@ -55,7 +55,7 @@ from coach.settings import Settings
 from coach.testing import Reply, call, say
 from tests.recording.chat_process import chat_env, workplace
 from tests.recording.test_sigkill import stored_seqs
-from tests.support import MEMORY_SECRET, keys_of
+from tests.support import MEMORY_SECRET, keys_of, raw_sql
 
 from .chat_worker import EXIT_TIMEOUT, ChatWorker, Line
 from .release import COLUMN, INDEX, REVISION, next_release
@@ -420,7 +420,7 @@ async def test_rolling_deploy_sigterm_sigkill_and_resume_elsewhere(
             upgraded.set()
         during = await asyncio.gather(*talking)
         assert await current_revision(postgres_url) == REVISION
-        async with repo.engine.connect() as conn:
+        async with raw_sql(repo) as conn:
             index = await conn.scalar(
                 text("SELECT count(*) FROM pg_indexes WHERE indexname = :name"), {"name": INDEX}
             )

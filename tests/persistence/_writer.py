@@ -33,7 +33,7 @@ async def main(url: str, session_id: str, actor: str, count: int) -> None:
                 trigger="system", source="system", actor_id=actor, delta_type="update", path="data"
             )
             await repo.update_data(session_id, {"writer": actor, "i": i}, spec)
-            await repo.append_conversation(session_id, "assistant", f"{actor} {i}")
+            await repo.add_session_message(session_id, "assistant", f"{actor} {i}")
         print("done", flush=True)
     finally:
         await repo.aclose()

@@ -12,6 +12,7 @@ from sqlalchemy import text
 from coach.errors import InvalidRole, InvalidWrite, SessionNotFound, StaleWrite
 from coach.persistence import Repository
 from coach.store import AddMessage, AppendSteps, SavePhaseOutput, UpdateSession
+from tests.support import raw_sql
 
 
 async def _session(repo: Repository) -> str:
@@ -111,7 +112,7 @@ async def test_a_message_step_keeps_its_text_once_and_it_is_still_signed(
     call = llm.FunctionCall(call_id="c", name="f", arguments="{}")
     await repo.write_batch([AddMessage(sid, "user", thought), AppendSteps(sid, 0, (said, call))])
     assert await repo.load_agent_state(sid) == [said, call]
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         rows = (
             await conn.execute(
                 text("SELECT message_id, length(payload) FROM agent_steps ORDER BY seq")
@@ -119,7 +120,7 @@ async def test_a_message_step_keeps_its_text_once_and_it_is_still_signed(
         ).all()
     assert rows[0][0] is not None and rows[0][1] < 200  # the text lives in the message row
     assert rows[1][0] is None
-    async with repo.engine.begin() as conn:  # someone edits the conversation row
+    async with raw_sql(repo, begin=True) as conn:  # someone edits the conversation row
         await conn.execute(text("UPDATE session_conversations SET content = 'edited'"))
     with caplog.at_level(logging.ERROR, logger="coach.persistence"):
         assert await repo.load_agent_state(sid) == []

@@ -14,7 +14,7 @@ from livekit.agents import llm
 from coach.errors import StaleWrite
 from coach.persistence import Repository
 from coach.state import DeltaSpec
-from tests.support import key_env
+from tests.support import append_steps, key_env
 
 WRITER = Path(__file__).with_name("_writer.py")
 
@@ -76,7 +76,7 @@ async def test_concurrent_memory_appends_never_interleave(repo: Repository) -> N
 
     async def recorder(part: int) -> int | BaseException:
         try:
-            return await repo.append_agent_steps(sid, items[part * 4 : part * 4 + 4], start=0)
+            return await append_steps(repo, sid, items[part * 4 : part * 4 + 4], start=0)
         except StaleWrite as exc:
             return exc
 

@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from coach.errors import InvalidRole, SessionNotFound
 from coach.persistence import Repository
+from tests.support import raw_sql
 
 OpenRepo = Callable[..., Awaitable[Repository]]
 
@@ -44,7 +45,7 @@ async def test_invalid_role_is_refused_with_the_spec_message(repo: Repository, r
         await repo.add_session_message(sid, role, "text")
     assert str(caught.value) == f"Invalid role: {role}. Must be user, assistant, or system"
     with pytest.raises(InvalidRole):
-        await repo.append_conversation(sid, role, "text")
+        await repo.add_session_message(sid, role, "text")
     assert await repo.get_session_conversation(sid) == []
 
 
@@ -52,7 +53,7 @@ async def test_phase_filter(repo: Repository) -> None:
     sid = await _session(repo)
     await repo.add_session_message(sid, "user", "a", phase_id="empathize")
     await repo.add_session_message(sid, "user", "b", phase_id="define")
-    await repo.append_conversation(sid, "assistant", "c", phase_id="empathize")
+    await repo.add_session_message(sid, "assistant", "c", phase_id="empathize")
     await repo.add_session_message(sid, "user", "d")
     empathize = await repo.get_session_conversation(sid, phase_id="empathize")
     assert [m.content for m in empathize] == ["a", "c"]
@@ -91,7 +92,7 @@ async def test_messages_of_unknown_session_are_refused(repo: Repository) -> None
 async def test_deleting_a_session_deletes_its_messages(repo: Repository) -> None:
     sid = await _session(repo)
     await repo.add_session_message(sid, "user", "bye")
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         await conn.execute(text("DELETE FROM sessions WHERE id = :id"), {"id": sid})
         left = await conn.scalar(
             text("SELECT count(*) FROM session_conversations WHERE session_id = :id"),

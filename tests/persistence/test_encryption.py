@@ -21,7 +21,15 @@ from coach.persistence.crypto import MasterKeys
 from coach.persistence.keystore import default_keys_url
 from coach.state.zones import DeltaSpec
 from coach.store import AddMessage, AppendSteps, ClosePhase, SavePhaseOutput, WriteZone
-from tests.support import MASTER_KEY, MEMORY_SECRET, keys_of, keys_url, stored_bytes, wal_position
+from tests.support import (
+    MASTER_KEY,
+    MEMORY_SECRET,
+    keys_of,
+    keys_url,
+    raw_sql,
+    stored_bytes,
+    wal_position,
+)
 
 MARKERS = {
     "identity": "ident-QZX-alice",
@@ -174,7 +182,7 @@ async def test_a_copy_taken_before_an_erase_cannot_be_read_for_that_person(
 async def test_a_value_moved_to_another_row_fails_to_open(repo: Repository) -> None:
     _, sid = await visit(repo)
     first, second = await repo.get_session_conversation(sid)
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         content = (
             await conn.execute(
                 text("SELECT content FROM session_conversations WHERE id = :id"), {"id": first.id}
@@ -195,7 +203,7 @@ async def test_two_messages_of_one_batch_cannot_be_swapped(repo: Repository) -> 
     *_, first, second = await repo.get_session_conversation(sid)
     assert (first.content, second.content) == ("first", "second")
     assert first.created_at < second.created_at
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         await conn.execute(
             text(
                 "UPDATE session_conversations SET content = "

@@ -35,15 +35,15 @@ async def test_writes_lock_what_orders_them(repo: Repository) -> None:
     def record(*args: Any) -> None:
         seen.append(str(args[2]).upper())
 
-    event.listen(repo.sync_engine, "before_cursor_execute", record)
+    event.listen(repo.database.sync_engine, "before_cursor_execute", record)
     try:
         await repo.update_data(
             sid, {}, DeltaSpec(trigger="system", source="system", delta_type="add", path="data")
         )
         await repo.get_state(sid)
     finally:
-        event.remove(repo.sync_engine, "before_cursor_execute", record)
-    if repo.dialect == "sqlite":
+        event.remove(repo.database.sync_engine, "before_cursor_execute", record)
+    if repo.database.dialect == "sqlite":
         assert seen.count("BEGIN IMMEDIATE") == 1  # the write
         assert seen.count("BEGIN") == 1  # the read stays deferred
     else:

@@ -13,6 +13,7 @@ from coach.persistence import Repository
 from coach.persistence.schema import User
 from coach.state import Action, DeltaSpec
 from coach.store import MAX_IDENTITY, check_identity, clean_text
+from tests.support import raw_sql
 
 REFUSED = {
     "empty": "",
@@ -36,7 +37,7 @@ ACCEPTED = {
 
 
 async def _users(repo: Repository) -> int:
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         return int((await conn.execute(select(func.count()).select_from(User))).scalar_one())
 
 
@@ -99,7 +100,7 @@ async def test_a_user_stored_before_the_rule_is_still_found_and_erased(
     legacy, user_id = "a\u200bda", "f" * 32
     sealer = await repo.vault.create(user_id)
     values = {"id": user_id, "identity": legacy, "display_name": "Ada"}
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         await conn.execute(
             User.__table__.insert().values(  # type: ignore[attr-defined]
                 **sealer.seal_row("users", values),

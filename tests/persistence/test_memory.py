@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from coach.errors import InvalidWrite, SessionNotFound, StaleWrite
 from coach.persistence import Repository, StepCodec
+from tests.support import append_steps, raw_sql
 
 
 def _items() -> list[object]:
@@ -32,7 +33,7 @@ async def _session(repo: Repository) -> str:
 
 
 async def _rows(repo: Repository, sid: str) -> list[tuple[int, bytes]]:
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         result = await conn.execute(
             text("SELECT seq, signature FROM agent_steps WHERE session_id = :s ORDER BY seq"),
             {"s": sid},
@@ -47,7 +48,7 @@ async def _set_payload(repo: Repository, sid: str, seq: int, payload: bytes, sig
     assert session is not None
     sealer = await repo.vault.sealer(session.user_id)
     payload = sealer.seal("agent_steps", "payload", (sid, seq), payload)  # type: ignore[assignment]
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         await conn.execute(
             text(
                 "UPDATE agent_steps SET payload = :p, signature = :g "
@@ -86,18 +87,18 @@ async def test_only_new_steps_are_written(repo: Repository) -> None:
 async def test_append_with_the_right_start(repo: Repository) -> None:
     sid = await _session(repo)
     items = _items()
-    assert await repo.append_agent_steps(sid, items[:3], start=0) == 3
-    assert await repo.append_agent_steps(sid, items[3:], start=3) == 6
+    assert await append_steps(repo, sid, items[:3], start=0) == 3
+    assert await append_steps(repo, sid, items[3:], start=3) == 6
     with pytest.raises(StaleWrite, match="has 6 memory steps stored, not 4"):
-        await repo.append_agent_steps(sid, items[:1], start=4)
+        await append_steps(repo, sid, items[:1], start=4)
     assert await repo.load_agent_state(sid) == items
 
 
 async def test_stale_append_writes_nothing(repo: Repository) -> None:
     sid = await _session(repo)
-    await repo.append_agent_steps(sid, _items()[:2], start=0)
+    await append_steps(repo, sid, _items()[:2], start=0)
     with pytest.raises(StaleWrite):
-        await repo.append_agent_steps(sid, _items()[:3], start=0)
+        await append_steps(repo, sid, _items()[:3], start=0)
     assert await repo.agent_step_count(sid) == 2
 
 
@@ -153,7 +154,7 @@ async def test_blob_moved_to_another_session_or_position_is_rejected(repo: Repos
     other = await _session(repo)
     await repo.save_agent_state(sid, _items())
     await repo.save_agent_state(other, _items()[:2])
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         row = (
             await conn.execute(
                 text(
@@ -217,7 +218,7 @@ async def test_resume_memory_falls_back_to_empty_on_corruption(
 
 
 async def _delete_steps(repo: Repository, sid: str, where: str) -> None:
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         await conn.execute(
             text(f"DELETE FROM agent_steps WHERE session_id = :s AND {where}"), {"s": sid}
         )
@@ -260,7 +261,7 @@ async def test_the_stored_count_is_the_conflict_check(repo: Repository) -> None:
     # Two writers that both saw 6 steps: the second append is refused and writes nothing.
     sid = await _session(repo)
     await repo.save_agent_state(sid, _items())
-    await repo.append_agent_steps(sid, ["a"], start=6)
+    await append_steps(repo, sid, ["a"], start=6)
     with pytest.raises(StaleWrite, match="has 7 memory steps stored, not 6"):
-        await repo.append_agent_steps(sid, ["b"], start=6)
+        await append_steps(repo, sid, ["b"], start=6)
     assert await repo.load_agent_state(sid, since=6) == ["a"]

@@ -23,7 +23,7 @@ from coach.persistence.keystore import Vault
 from coach.persistence.migrate import downgrade, head_revision, scripted_head
 from coach.state import person
 from coach.state.zones import DeltaSpec
-from tests.support import keys_of
+from tests.support import append_steps, keys_of, raw_sql, update_session
 
 
 def vault_of(url: str) -> Vault:
@@ -94,7 +94,7 @@ async def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(
 async def test_sqlite_pragmas(sqlite_url: str, memory_secret: bytes) -> None:
     repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=memory_secret)
     try:
-        async with repo.engine.connect() as conn:
+        async with raw_sql(repo) as conn:
             assert (await conn.scalar(text("PRAGMA journal_mode"))) == "wal"
             assert (await conn.scalar(text("PRAGMA foreign_keys"))) == 1
             assert (await conn.scalar(text("PRAGMA busy_timeout"))) >= 1000
@@ -129,7 +129,7 @@ async def test_0001_database_upgrades_to_head_keeping_sessions(
     try:
         session = await repo.get_session(S1)
         assert session is not None and session.room is None
-        assert (await repo.update_session(S1, room="r1")).room == "r1"
+        assert (await update_session(repo, S1, room="r1")).room == "r1"
         assert (await repo.find_room_session(U1, "r1")).id == S1  # type: ignore[union-attr]
     finally:
         await repo.aclose()
@@ -189,7 +189,7 @@ async def test_a_0002_database_with_rows_upgrades_and_resumes(
         blank_database_url, **keys_of(blank_database_url), secret=memory_secret
     )
     try:
-        async with repo.engine.connect() as conn:
+        async with raw_sql(repo) as conn:
             rows = (
                 await conn.execute(text("SELECT version, payload FROM agent_steps ORDER BY seq"))
             ).all()
@@ -199,7 +199,7 @@ async def test_a_0002_database_with_rows_upgrades_and_resumes(
         result = await repo.resume_session(S1, user_id=U1)
         assert result.memory == items and result.stored_steps == len(items)
         assert [m.content for m in result.context.history][-1] == "hello"
-        await repo.append_agent_steps(S1, ["next"], start=len(items))  # appends after
+        await append_steps(repo, S1, ["next"], start=len(items))  # appends after
         assert await repo.load_agent_state(S1, since=len(items)) == ["next"]
     finally:
         await repo.aclose()
@@ -246,9 +246,9 @@ async def test_a_0006_database_upgrades_to_remember_the_person_and_back(
         value, change = person.remember(person.empty_person(), "role", "leads a team of four")
         spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path=change.path)
         await repo.update_person(U1, value, spec, expected_step=0)
-        async with repo.engine.begin() as conn:  # the row, not coach's delete_user
+        async with raw_sql(repo, begin=True) as conn:  # the row, not coach's delete_user
             await conn.execute(text(f"DELETE FROM users WHERE id = '{U1}'"))
-        async with repo.engine.connect() as conn:
+        async with raw_sql(repo) as conn:
             for table in ("persons", "person_deltas"):
                 assert await conn.scalar(text(f"SELECT count(*) FROM {table}")) == 0
     finally:

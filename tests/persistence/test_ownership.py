@@ -26,11 +26,11 @@ def statements(repo: Repository) -> Iterator[list[tuple[str, Any]]]:
     def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
         seen.append((statement, params))
 
-    event.listen(repo.sync_engine, "before_cursor_execute", record)
+    event.listen(repo.database.sync_engine, "before_cursor_execute", record)
     try:
         yield seen
     finally:
-        event.remove(repo.sync_engine, "before_cursor_execute", record)
+        event.remove(repo.database.sync_engine, "before_cursor_execute", record)
 
 
 def sessions_reads(seen: list[tuple[str, Any]]) -> list[str]:

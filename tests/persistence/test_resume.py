@@ -11,6 +11,7 @@ from sqlalchemy import event
 
 from coach.errors import NothingToResume, SessionCompleted, SessionFailed, SessionNotFound
 from coach.persistence import HistoryMessage, Repository
+from tests.support import append_steps, update_session
 
 
 async def _user_session(repo: Repository, identity: str = "alice") -> tuple[str, str]:
@@ -78,7 +79,7 @@ async def test_another_users_session_looks_unknown(repo: Repository) -> None:
 async def test_completed_session(repo: Repository) -> None:
     uid, sid = await _user_session(repo)
     await _complete(repo, sid, "challenge")
-    await repo.set_session_status(sid, "completed")
+    await update_session(repo, sid, status="completed")
     with pytest.raises(SessionCompleted) as caught:
         await repo.resume_session(sid, user_id=uid)
     assert str(caught.value) == f"Session {sid} already completed"
@@ -87,7 +88,7 @@ async def test_completed_session(repo: Repository) -> None:
 async def test_failed_session(repo: Repository) -> None:
     uid, sid = await _user_session(repo)
     await _complete(repo, sid, "challenge")
-    await repo.set_session_status(sid, "failed")
+    await update_session(repo, sid, status="failed")
     with pytest.raises(SessionFailed) as caught:
         await repo.resume_session(sid, user_id=uid)
     assert str(caught.value) == f"Session {sid} failed and cannot be resumed"
@@ -150,11 +151,11 @@ def _statements(repo: Repository) -> Iterator[list[str]]:
     def _record(*args: Any) -> None:
         seen.append(str(args[2]))
 
-    event.listen(repo.sync_engine, "before_cursor_execute", _record)
+    event.listen(repo.database.sync_engine, "before_cursor_execute", _record)
     try:
         yield seen
     finally:
-        event.remove(repo.sync_engine, "before_cursor_execute", _record)
+        event.remove(repo.database.sync_engine, "before_cursor_execute", _record)
 
 
 async def test_resume_reads_a_bounded_window(repo: Repository) -> None:
@@ -196,7 +197,7 @@ async def test_resume_reads_the_steps_of_the_window_exchanges(repo: Repository) 
     uid, sid = await _user_session(repo)
     await _complete(repo, sid, "challenge")
     steps: list[object] = [llm.AgentHandoff(new_agent_id="coach")]
-    await repo.append_agent_steps(sid, steps, start=0)
+    await append_steps(repo, sid, steps, start=0)
     for turn in range(8):  # a message, a tool call and its output, the reply
         said = llm.ChatMessage(role="user", content=[f"u{turn}"])
         call = llm.FunctionCall(call_id=f"c{turn}", name="add_insight", arguments="{}")

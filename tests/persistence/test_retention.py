@@ -16,6 +16,7 @@ from coach.state import design
 from coach.state.retention import REMOVED
 from coach.state.zones import Action, DeltaSpec
 from coach.store import PhaseDone
+from tests.support import append_steps, raw_sql
 
 INSIGHT = "Members distrust quimbly lockers"
 DONE = PhaseDone("challenge", "Design challenge", "prompt", "x", "x")
@@ -54,13 +55,13 @@ async def person(repo: Repository, identity: str) -> tuple[str, str]:
             is_error=False,
         ),
     ]
-    await repo.append_agent_steps(later.id, steps, start=0)
+    await append_steps(repo, later.id, steps, start=0)
     return earlier.id, later.id
 
 
 async def rows(repo: Repository, session_id: str) -> list[str]:
     found = []
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         for table in ("session_state", "state_deltas", "agent_steps", "phase_outputs"):
             result = await conn.execute(
                 text(f"SELECT * FROM {table} WHERE session_id = :id ORDER BY 1, 2"),

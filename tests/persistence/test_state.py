@@ -10,6 +10,7 @@ from sqlalchemy import text
 from coach.errors import InvalidWrite, SessionNotFound, StaleWrite, StorageError
 from coach.persistence import Repository
 from coach.state import Action, DeltaSpec, ResultMeta
+from tests.support import raw_sql
 
 
 def _spec(path: str, **kwargs: Any) -> DeltaSpec:
@@ -32,7 +33,7 @@ async def _session(repo: Repository) -> str:
 
 async def _raw_zones(repo: Repository, sid: str) -> dict[str, bytes]:
     """The stored (sealed) bytes of each zone, to prove 'unchanged' byte for byte."""
-    async with repo.engine.connect() as conn:
+    async with raw_sql(repo) as conn:
         row = (
             await conn.execute(
                 text("SELECT data, template, view FROM session_state WHERE session_id = :s"),
@@ -134,7 +135,7 @@ async def test_a_failure_between_zone_and_delta_leaves_neither(repo: Repository)
     assert session is not None
     sealer = await repo.vault.sealer(session.user_id)
     empty = {c: sealer.seal("state_deltas", c, (sid, 2), {}) for c in ("action", "result")}
-    async with repo.engine.begin() as conn:
+    async with raw_sql(repo, begin=True) as conn:
         await conn.execute(
             text(
                 "INSERT INTO state_deltas (session_id, step, trigger, source, delta_type, path, "
@@ -179,7 +180,7 @@ async def test_zoned_write_to_unknown_session(repo: Repository) -> None:
 
 async def test_state_row_is_created_on_demand(repo: Repository) -> None:
     sid = await _session(repo)
-    async with repo.engine.begin() as conn:  # a session created before the state existed
+    async with raw_sql(repo, begin=True) as conn:  # a session created before the state existed
         await conn.execute(text("DELETE FROM session_state WHERE session_id = :s"), {"s": sid})
     state, delta = await repo.update_template(sid, {"t": 1}, _spec("template"))
     assert (state.step, delta.step, state.template) == (1, 1, {"t": 1})

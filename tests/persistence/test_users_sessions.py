@@ -9,6 +9,7 @@ import pytest
 from coach.errors import InvalidWrite, SessionNotFound, StorageError
 from coach.persistence import Repository
 from coach.store import PhaseDone
+from tests.support import update_session
 
 
 async def test_get_or_create_user_is_idempotent_and_race_safe(repo: Repository) -> None:
@@ -61,8 +62,8 @@ async def test_create_session_for_unknown_user_is_a_storage_error(repo: Reposito
 async def test_update_session_changes_given_fields_and_bumps_updated_at(repo: Repository) -> None:
     user = await repo.get_or_create_user("erin")
     session = await repo.create_session(user.id)
-    updated = await repo.update_session(
-        session.id, current_agent="DesignStrategist", current_phase_id="empathize"
+    updated = await update_session(
+        repo, session.id, current_agent="DesignStrategist", current_phase_id="empathize"
     )
     assert updated.current_agent == "DesignStrategist"
     assert updated.current_phase_id == "empathize"
@@ -70,7 +71,7 @@ async def test_update_session_changes_given_fields_and_bumps_updated_at(repo: Re
     assert updated.updated_at >= session.updated_at
     assert updated.created_at == session.created_at
 
-    done = await repo.set_session_status(session.id, "completed")
+    done = await update_session(repo, session.id, status="completed")
     assert done.status == "completed"
     assert done.current_agent == "DesignStrategist"
 
@@ -79,13 +80,13 @@ async def test_invalid_status_is_refused_and_nothing_changes(repo: Repository) -
     user = await repo.get_or_create_user("fay")
     session = await repo.create_session(user.id)
     with pytest.raises(InvalidWrite, match="Invalid session status: paused"):
-        await repo.set_session_status(session.id, "paused")
+        await update_session(repo, session.id, status="paused")
     assert await repo.get_session(session.id) == session
 
 
 async def test_update_unknown_session(repo: Repository) -> None:
     with pytest.raises(SessionNotFound, match="^Session nope not found$"):
-        await repo.update_session("nope", status="failed")
+        await update_session(repo, "nope", status="failed")
 
 
 async def test_a_session_created_with_its_first_phase_is_never_listed_without_it(

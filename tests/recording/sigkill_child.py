@@ -53,7 +53,7 @@ async def main() -> None:
     session, model, watcher = await start_visit(runtime, identity="kim")
     armed = {"turn": -1}
     assert isinstance(runtime.store, Repository)
-    engine = runtime.store.sync_engine
+    engine = runtime.store.database.sync_engine
 
     @event.listens_for(engine, "before_cursor_execute")
     def _note_insert(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:

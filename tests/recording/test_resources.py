@@ -105,7 +105,7 @@ async def test_a_machine_fault_is_retried_and_everything_lands_once_it_passes(
     session_id = await new_session(sqlite_url)
     repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=MEMORY_SECRET)
     machine = fault()
-    event.listen(repo.sync_engine, machine.event, machine)
+    event.listen(repo.database.sync_engine, machine.event, machine)
     store = ObservedStore(repo)
     recorder = Recorder(store, retry_initial=0.01, retry_max=0.05)
     recorder.start()

@@ -39,7 +39,7 @@ from coach.conversation.runtime import Runtime
 from coach.persistence import Repository, open_repository
 from coach.settings import Settings
 from coach.testing import call, say
-from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url
+from tests.support import MEMORY_SECRET, key_env, keys_of, keys_url, raw_sql
 
 from .visit import TURNS, start_visit
 
@@ -107,7 +107,7 @@ def messages(answer: dict[str, Any]) -> list[tuple[str, str, str | None]]:
 
 
 async def stored_seqs(store: Repository, session_id: str) -> list[int]:
-    async with store.engine.connect() as conn:
+    async with raw_sql(store) as conn:
         rows = await conn.execute(
             text("SELECT seq FROM agent_steps WHERE session_id = :sid ORDER BY seq"),
             {"sid": session_id},

@@ -2,8 +2,6 @@
 
 import asyncio
 from collections.abc import Sequence
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from sqlalchemy import exc as sa_exc
@@ -13,7 +11,7 @@ from coach.conversation.recorder import Recorder
 from coach.errors import StaleWrite, StorageError
 from coach.persistence.engine import is_transient as engine_is_transient
 from coach.state.zones import DeltaSpec
-from coach.store import AddMessage, UpdateSession, WriteOp, WriteZone
+from coach.store import AddMessage, StateRecord, UpdateSession, WriteOp, WriteZone
 
 
 def storage_error(cause: Exception) -> StorageError:
@@ -48,6 +46,12 @@ class FakeStore:
                 raise storage_error(sa_exc.IntegrityError("insert", {}, Exception("check failed")))
         self.batches.append(list(ops))
 
+    async def get_state(self, session_id: str) -> StateRecord:
+        return StateRecord(session_id, 0)
+
+    async def agent_step_count(self, session_id: str) -> int:
+        return 0
+
     @property
     def ops(self) -> list[WriteOp]:
         return [op for batch in self.batches for op in batch]
@@ -59,7 +63,7 @@ def msg(i: int, session: str = "s1") -> AddMessage:
 
 async def test_everything_is_written_in_submission_order() -> None:
     store = FakeStore()
-    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)
     rec.start()
     for i in range(50):
         rec.submit(msg(i, session=f"s{i % 3}"))
@@ -72,7 +76,7 @@ async def test_everything_is_written_in_submission_order() -> None:
 async def test_ops_queued_during_a_commit_go_together_in_the_next_one() -> None:
     store = FakeStore()
     store.gate = asyncio.Event()
-    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)
     rec.start()
     rec.submit(msg(0))
     await store.entered.wait()  # the writer took the first op and is blocked in the store
@@ -87,7 +91,7 @@ async def test_ops_queued_during_a_commit_go_together_in_the_next_one() -> None:
 
 async def test_writes_within_the_commit_window_share_one_transaction() -> None:
     store = FakeStore()
-    rec = Recorder(store, commit_interval=60)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=60)
     rec.start()
     for i in range(20):
         rec.submit(msg(i))
@@ -99,7 +103,7 @@ async def test_writes_within_the_commit_window_share_one_transaction() -> None:
 
 async def test_a_full_batch_is_written_without_waiting_for_the_window() -> None:
     store = FakeStore()
-    rec = Recorder(store, commit_interval=60, max_batch=5)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=60, max_batch=5)
     rec.start()
     for i in range(5):
         rec.submit(msg(i))
@@ -111,7 +115,7 @@ async def test_a_full_batch_is_written_without_waiting_for_the_window() -> None:
 async def test_database_down_then_back_loses_nothing() -> None:
     store = FakeStore()
     store.down = True
-    rec = Recorder(store, retry_initial=0.001, retry_max=0.005)  # type: ignore[arg-type]
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.005)
     rec.start()
     for i in range(5):
         rec.submit(msg(i))
@@ -130,7 +134,7 @@ async def test_permanent_error_drops_only_the_offending_write() -> None:
     store = FakeStore()
     store.gate = asyncio.Event()
     store.reject = {"m2"}
-    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)
     rec.start()
     for i in range(5):
         rec.submit(msg(i))
@@ -146,7 +150,7 @@ async def test_permanent_error_drops_only_the_offending_write() -> None:
 async def test_full_queue_slows_the_agent_instead_of_dropping() -> None:
     store = FakeStore()
     store.gate = asyncio.Event()
-    rec = Recorder(store, max_pending=3, commit_interval=0)  # type: ignore[arg-type]
+    rec = Recorder(store, max_pending=3, commit_interval=0)
     rec.start()
     for i in range(3):
         rec.submit(msg(i))
@@ -163,7 +167,7 @@ async def test_full_queue_slows_the_agent_instead_of_dropping() -> None:
 async def test_close_reports_unwritten_data(caplog: pytest.LogCaptureFixture) -> None:
     store = FakeStore()
     store.down = True
-    rec = Recorder(store, retry_initial=0.001, retry_max=0.002, shutdown_timeout=0.05)  # type: ignore[arg-type]
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.002, shutdown_timeout=0.05)
     rec.start()
     rec.submit(UpdateSession("s1", {"status": "completed"}))
     losses = await rec.aclose()
@@ -217,16 +221,13 @@ class FlakyCommitStore(FakeStore):
                 )
             )
 
-    async def get_state(self, session_id: str) -> Any:
-        return SimpleNamespace(step=self.state_step)
-
-    async def agent_step_count(self, session_id: str) -> int:
-        return 0
+    async def get_state(self, session_id: str) -> StateRecord:
+        return StateRecord(session_id, self.state_step)
 
 
 async def test_a_landed_zone_batch_whose_ack_was_lost_is_not_written_twice() -> None:
     store = FlakyCommitStore()
-    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)  # type: ignore[arg-type]
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)
     rec.start()
     spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="data.ideas")
     rec.submit(WriteZone("s1", "data", {"ideas": [1]}, spec, expected_step=0))
@@ -250,7 +251,7 @@ class ConflictStore(FakeStore):
 
 async def test_a_session_whose_numbering_was_lost_is_fenced_and_others_go_on() -> None:
     store = ConflictStore()
-    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)
     rec.start()
     spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="data.ideas")
     rec.submit(WriteZone("s1", "data", {"n": 1}, spec, expected_step=0))
@@ -272,7 +273,7 @@ async def test_an_unexpected_error_drops_only_its_write_and_the_writer_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = ConflictStore()
-    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)
     rec.start()
     rec.submit(AddMessage("s2", "user", "bad \ud800 text"))
     rec.submit(msg(2, "s2"))
@@ -307,7 +308,7 @@ class SlowBigBatchStore(FakeStore):
 async def test_a_batch_that_cannot_commit_in_time_is_split_not_retried_whole() -> None:
     store = SlowBigBatchStore(fits=3)
     store.gate = asyncio.Event()  # hold the first commit so that a big batch queues up
-    rec = Recorder(store, max_batch=16, retry_initial=0.001)  # type: ignore[arg-type]
+    rec = Recorder(store, max_batch=16, retry_initial=0.001)
     rec.start()
     rec.submit(msg(0))
     await asyncio.wait_for(store.entered.wait(), 10)
@@ -325,7 +326,7 @@ async def test_a_batch_that_cannot_commit_in_time_is_split_not_retried_whole() -
 
 async def test_commit_lag_percentiles_are_in_the_stats() -> None:
     store = FakeStore()
-    rec = Recorder(store, commit_interval=0)  # type: ignore[arg-type]
+    rec = Recorder(store, commit_interval=0)
     rec.start()
     for i in range(20):
         rec.submit(msg(i))
@@ -357,7 +358,7 @@ async def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends(
     caplog.set_level("INFO", logger="coach.recorder")
     store = RetriedStore(until=10)  # many retries while the database is away
     store.down = True
-    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)  # type: ignore[arg-type]
+    rec = Recorder(store, retry_initial=0.001, retry_max=0.002)
     rec.start()
     rec.submit(msg(0))
     await asyncio.wait_for(store.retried.wait(), 30)

@@ -27,7 +27,7 @@ from .. import metrics
 from ..errors import CoachError, StaleWrite, StorageError
 from ..store import (
     AppendSteps,
-    Store,
+    BatchWriter,
     WriteOp,
     WriteZone,
 )
@@ -57,7 +57,7 @@ class Recorder:
 
     def __init__(
         self,
-        store: Store,
+        store: BatchWriter,
         *,
         max_pending: int = 10_000,
         max_batch: int = 100,

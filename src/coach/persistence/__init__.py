@@ -39,10 +39,9 @@ from ..store import (
 from .codec import StepCodec
 from .engine import Database, create_engine
 from .migrate import current_revision, ensure_schema, schema_diff, upgrade, upgrade_sync
-from .repository import DEFAULT_PHASE_IDS, Repository, open_repository
+from .repository import Repository, open_repository
 
 __all__ = [
-    "DEFAULT_PHASE_IDS",
     "Database",
     "HistoryMessage",
     "MessageRecord",

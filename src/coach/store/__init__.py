@@ -1,4 +1,5 @@
-"""The storage contract: the :class:`Store` protocol, the records it returns and the
+"""The storage contract: the :class:`Store` protocol (split by caller: :class:`Reads`,
+:class:`BatchWriter`, :class:`Lifecycle`, :class:`SeedWrites`), the records it returns and the
 writes it applies. Pure Python — importing it loads no database library; the SQLAlchemy
 implementation is :mod:`coach.persistence`. :mod:`.text` holds the rules for the text
 coach accepts (:func:`check_identity`, :func:`clean_text`).
@@ -15,7 +16,7 @@ from .ops import (
     WriteOp,
     WriteZone,
 )
-from .protocol import Store
+from .protocol import BatchWriter, Lifecycle, Reads, SeedWrites, Store
 from .records import (
     MessageRecord,
     PersonRecord,
@@ -32,17 +33,21 @@ from .text import MAX_IDENTITY, check_identity, clean_text, identity_keys, is_cl
 __all__ = [
     "AddMessage",
     "AppendSteps",
+    "BatchWriter",
     "ClosePhase",
     "MAX_IDENTITY",
     "HistoryMessage",
+    "Lifecycle",
     "MessageRecord",
     "PhaseDone",
     "PhaseOutputRecord",
     "ResumeContext",
     "ResumeResult",
     "SavePhaseOutput",
+    "SeedWrites",
     "SessionRecord",
     "PersonRecord",
+    "Reads",
     "StateRecord",
     "StepPage",
     "Store",

@@ -1,11 +1,20 @@
-"""The repository protocol: what the agents, ``UserData``, the recorder and the surfaces
-need of storage, and nothing of how it is done (no SQLAlchemy here).
+"""The storage contract, split by caller: what each part of coach needs of storage, and
+nothing of how it is done (no SQLAlchemy here).
 
-:class:`coach.persistence.Repository` implements it over SQLite and PostgreSQL. Every
-method is one transaction; reads return frozen records; every write is a batch of
-:mod:`~coach.store.ops` (the seed-named single writes are batches of one). Errors are
-those of :mod:`coach.errors`: ``InvalidWrite``/``InvalidRole`` for bad input (nothing is
-written), ``SessionNotFound``, ``StaleWrite`` when another writer got there first, and
+* :class:`Reads` — users, sessions, phases, conversation, memory steps, the person and
+  the zones as the surfaces, the agents and resume read them;
+* :class:`BatchWriter` — the recorder's group commit;
+* :class:`Lifecycle` — people and sessions made, branched and erased (the conversation's
+  and the operators' writes that are not a turn's);
+* :class:`SeedWrites` — the seed-named single writes (SPEC §4), each a batch of one;
+* :class:`Store` — all of them, with the manifest's phase ids and ``aclose``.
+
+:class:`coach.persistence.Repository` implements :class:`Store` over SQLite and
+PostgreSQL, and each method's contract is written here only. Every method is one
+transaction; reads return frozen records; every write is a batch of
+:mod:`~coach.store.ops`. Errors are those of :mod:`coach.errors`:
+``InvalidWrite``/``InvalidRole`` for bad input (nothing is written),
+``SessionNotFound``, ``StaleWrite`` when another writer got there first, and
 ``StorageError`` when the database fails.
 """
 
@@ -28,30 +37,11 @@ from .records import (
     UserRecord,
 )
 
-__all__ = ["Store"]
+__all__ = ["BatchWriter", "Lifecycle", "Reads", "SeedWrites", "Store"]
 
 
-class Store(Protocol):
-    """Users, sessions, phase outputs, conversation, memory steps and zoned state."""
-
-    @property
-    def phase_ids(self) -> tuple[str, ...]:
-        """The manifest's phase ids, in order (progress and resume are counted on them)."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release the store's connections."""
-        ...
-
-    # --- users and sessions ------------------------------------------------------------
-
-    async def get_or_create_user(
-        self, identity: str, display_name: str | None = None
-    ) -> UserRecord:
-        """The user with ``identity`` (the LiveKit identity, or ``--user`` in chat),
-        created if needed, race-safe; a given ``display_name`` replaces the stored one.
-        An identity that :func:`~coach.store.check_identity` refuses is ``InvalidWrite``."""
-        ...
+class Reads(Protocol):
+    """What the surfaces, the agents and resume read."""
 
     async def find_user(self, identity: str) -> UserRecord | None:
         """The user with ``identity``, or ``None`` (never creates one); an identity that
@@ -60,6 +50,137 @@ class Store(Protocol):
 
     async def get_user(self, user_id: str) -> UserRecord | None:
         """The user with id ``user_id``, or ``None``."""
+        ...
+
+    async def get_session(
+        self, session_id: str, *, user_id: str | None = None
+    ) -> SessionRecord | None:
+        """The session, or ``None``; with ``user_id``, only if it is that user's (one
+        query: a foreign id reads no row, as a missing one)."""
+        ...
+
+    async def get_user_sessions(
+        self, user_id: str, *, limit: int | None = None
+    ) -> list[SessionRecord]:
+        """The user's sessions, newest first (``limit`` at most, applied in the query),
+        each with its completed-phase count."""
+        ...
+
+    async def count_user_sessions(self, user_id: str) -> int:
+        """How many sessions the user has."""
+        ...
+
+    async def get_past_work(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """``(session_id, data zone)`` of each of the user's sessions, newest first, in
+        one read (not one per session)."""
+        ...
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
+        """The most recently updated sessions of every user (the operator's view)."""
+        ...
+
+    async def find_room_session(self, user_id: str, room: str) -> SessionRecord | None:
+        """The user's most recent in-progress session in ``room`` (a reconnect continues it)."""
+        ...
+
+    async def get_phase_outputs(
+        self, session_id: str, *, include_prompts: bool = True
+    ) -> list[PhaseOutputRecord]:
+        """The session's phase outputs in creation order; without ``include_prompts``
+        the (possibly long) prompts are not read and are ``None``."""
+        ...
+
+    async def get_session_conversation(
+        self,
+        session_id: str,
+        *,
+        phase_id: str | None = None,
+        after_id: int | None = None,
+        before_id: int | None = None,
+        from_end: bool = False,
+        limit: int | None = None,
+    ) -> list[MessageRecord]:
+        """The conversation in time order (ties by insertion), optionally of one phase;
+        ``limit`` messages at most: from the start, after message ``after_id``, or — with
+        ``before_id`` or ``from_end`` — the ``limit`` newest before message ``before_id``
+        (or overall). Always oldest first."""
+        ...
+
+    async def get_step_page(
+        self, session_id: str, *, before: int | None = None, limit: int
+    ) -> StepPage:
+        """The ``limit`` newest memory steps before position ``before`` (or overall), with
+        the message and phase each belongs to (see :class:`StepPage`)."""
+        ...
+
+    async def agent_step_count(self, session_id: str) -> int:
+        """How many memory steps the session has stored."""
+        ...
+
+    async def load_agent_state(
+        self,
+        session_id: str,
+        *,
+        newest: int | None = None,
+        since: int | None = None,
+        limit: int | None = None,
+    ) -> list[object]:
+        """The memory steps in order: all (the seed contract), the ``newest`` N, or from
+        position ``since`` on, ``limit`` at most. ``[]`` (logged) when any asked for is
+        missing, corrupt, tampered with or foreign; nothing rejected is ever executed."""
+        ...
+
+    async def get_person(self, user_id: str) -> PersonRecord:
+        """What the user agreed coach may remember (step 0 and no facts before any write)."""
+        ...
+
+    async def get_person_deltas(self, user_id: str) -> list[Delta]:
+        """The person record's deltas in step order."""
+        ...
+
+    async def get_state(self, session_id: str) -> StateRecord:
+        """The session's zoned state (step 0 and empty zones before any write)."""
+        ...
+
+    async def get_deltas(
+        self, session_id: str, since_step: int = 0, *, limit: int | None = None
+    ) -> list[Delta]:
+        """The deltas with ``step > since_step`` in step order, ``limit`` at most."""
+        ...
+
+    async def resume_session(
+        self, session_id: str, *, user_id: str, max_pairs: int = 25
+    ) -> ResumeResult:
+        """Everything a conversation needs to continue the session (SPEC §5), in one
+        bounded read: the same cost at 10,000 turns as at 100. Raises
+        ``SessionNotFound`` (unknown, or not ``user_id``'s), ``SessionCompleted``,
+        ``SessionFailed`` or ``NothingToResume`` with the spec's messages."""
+        ...
+
+
+class BatchWriter(Protocol):
+    """What the recorder needs: the group commit, and where a session's memory and state
+    stand (to continue after a conflict)."""
+
+    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
+        """Apply ``ops`` in one transaction, each with the semantics of the single write
+        of the same name: all of them or none."""
+        ...
+
+    async def agent_step_count(self, session_id: str) -> int: ...  # as in Reads
+
+    async def get_state(self, session_id: str) -> StateRecord: ...  # as in Reads
+
+
+class Lifecycle(Protocol):
+    """People and sessions made, branched and erased, and the person's record."""
+
+    async def get_or_create_user(
+        self, identity: str, display_name: str | None = None
+    ) -> UserRecord:
+        """The user with ``identity`` (the LiveKit identity, or ``--user`` in chat),
+        created if needed, race-safe; a given ``display_name`` replaces the stored one.
+        An identity that :func:`~coach.store.check_identity` refuses is ``InvalidWrite``."""
         ...
 
     async def create_session(
@@ -95,6 +216,19 @@ class Store(Protocol):
         phase's end and the latest: deltas hold causes, not values)."""
         ...
 
+    async def update_person(
+        self,
+        user_id: str,
+        value: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[PersonRecord, Delta]:
+        """Replace the person record and record its delta, atomically, like a zone; the
+        step goes up by one (``StaleWrite`` if it is not ``expected_step``; an unknown user
+        is ``InvalidWrite``)."""
+        ...
+
     async def delete_session(self, session_id: str) -> bool:
         """Erase a session with every row of it, in one transaction (False: unknown).
 
@@ -120,43 +254,22 @@ class Store(Protocol):
         nothing."""
         ...
 
-    async def get_session(
-        self, session_id: str, *, user_id: str | None = None
-    ) -> SessionRecord | None:
-        """The session, or ``None``; with ``user_id``, only if it is that user's (one
-        query: a foreign id reads no row, as a missing one)."""
-        ...
 
-    async def get_user_sessions(
-        self, user_id: str, *, limit: int | None = None
-    ) -> list[SessionRecord]:
-        """The user's sessions, newest first (``limit`` at most, applied in the query),
-        each with its completed-phase count."""
-        ...
+class SeedWrites(Protocol):
+    """The seed-named single writes (SPEC §4): each is a batch of one, with the
+    semantics of its op in :meth:`BatchWriter.write_batch`."""
 
-    async def count_user_sessions(self, user_id: str) -> int:
-        """How many sessions the user has."""
+    async def add_session_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        phase_id: str | None = None,
+        interrupted: bool = False,
+    ) -> int:
+        """Append one message (role user, assistant or system); return its id."""
         ...
-
-    async def get_past_work(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
-        """``(session_id, data zone)`` of each of the user's sessions, newest first, in
-        one read (not one per session)."""
-        ...
-
-    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
-        """The most recently updated sessions of every user (the operator's view)."""
-        ...
-
-    async def find_room_session(self, user_id: str, room: str) -> SessionRecord | None:
-        """The user's most recent in-progress session in ``room`` (a reconnect continues it)."""
-        ...
-
-    async def update_session(self, session_id: str, **fields: Any) -> SessionRecord:
-        """Change ``status``, ``design_challenge``, ``current_agent``, ``current_phase_id``
-        or ``room`` (``None`` leaves a field) and bump ``updated_at``."""
-        ...
-
-    # --- phase outputs -------------------------------------------------------------------
 
     async def save_phase_output(
         self,
@@ -175,108 +288,9 @@ class Store(Protocol):
         or failed) and ``error`` always take the new value."""
         ...
 
-    async def get_phase_outputs(
-        self, session_id: str, *, include_prompts: bool = True
-    ) -> list[PhaseOutputRecord]:
-        """The session's phase outputs in creation order; without ``include_prompts``
-        the (possibly long) prompts are not read and are ``None``."""
-        ...
-
-    # --- conversation --------------------------------------------------------------------
-
-    async def add_session_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        *,
-        phase_id: str | None = None,
-        interrupted: bool = False,
-    ) -> int:
-        """Append one message (role user, assistant or system); return its id."""
-        ...
-
-    async def get_session_conversation(
-        self,
-        session_id: str,
-        *,
-        phase_id: str | None = None,
-        after_id: int | None = None,
-        before_id: int | None = None,
-        from_end: bool = False,
-        limit: int | None = None,
-    ) -> list[MessageRecord]:
-        """The conversation in time order (ties by insertion), optionally of one phase;
-        ``limit`` messages at most: from the start, after message ``after_id``, or — with
-        ``before_id`` or ``from_end`` — the ``limit`` newest before message ``before_id``
-        (or overall). Always oldest first."""
-        ...
-
-    async def get_step_page(
-        self, session_id: str, *, before: int | None = None, limit: int
-    ) -> StepPage:
-        """The ``limit`` newest memory steps before position ``before`` (or overall), with
-        the message and phase each belongs to (see :class:`StepPage`)."""
-        ...
-
-    # --- memory steps --------------------------------------------------------------------
-
     async def save_agent_state(self, session_id: str, steps: Sequence[object]) -> int:
         """Store the steps of the full list ``steps`` not stored yet (append-only, one row
         per step); return the stored count afterwards."""
-        ...
-
-    async def append_agent_steps(
-        self, session_id: str, steps: Sequence[object], *, start: int
-    ) -> int:
-        """Store ``steps`` at positions ``start, start + 1, ...``; ``StaleWrite`` unless
-        ``start`` is the stored count. Returns the count afterwards."""
-        ...
-
-    async def agent_step_count(self, session_id: str) -> int:
-        """How many memory steps the session has stored."""
-        ...
-
-    async def load_agent_state(
-        self,
-        session_id: str,
-        *,
-        newest: int | None = None,
-        since: int | None = None,
-        limit: int | None = None,
-    ) -> list[object]:
-        """The memory steps in order: all (the seed contract), the ``newest`` N, or from
-        position ``since`` on, ``limit`` at most. ``[]`` (logged) when any asked for is
-        missing, corrupt, tampered with or foreign; nothing rejected is ever executed."""
-        ...
-
-    # --- the person ------------------------------------------------------------------------
-
-    async def get_person(self, user_id: str) -> PersonRecord:
-        """What the user agreed coach may remember (step 0 and no facts before any write)."""
-        ...
-
-    async def update_person(
-        self,
-        user_id: str,
-        value: dict[str, Any],
-        delta: DeltaSpec,
-        *,
-        expected_step: int | None = None,
-    ) -> tuple[PersonRecord, Delta]:
-        """Replace the person record and record its delta, atomically, like a zone; the
-        step goes up by one (``StaleWrite`` if it is not ``expected_step``; an unknown user
-        is ``InvalidWrite``)."""
-        ...
-
-    async def get_person_deltas(self, user_id: str) -> list[Delta]:
-        """The person record's deltas in step order."""
-        ...
-
-    # --- zoned state -----------------------------------------------------------------------
-
-    async def get_state(self, session_id: str) -> StateRecord:
-        """The session's zoned state (step 0 and empty zones before any write)."""
         ...
 
     async def update_data(
@@ -288,28 +302,47 @@ class Store(Protocol):
         expected_step: int | None = None,
     ) -> tuple[StateRecord, Delta]:
         """Replace the data zone and record its delta, atomically; the step goes up by one
-        (``StaleWrite`` if it is not ``expected_step``). ``update_template``,
-        ``update_view`` and ``add_delta`` (a delta alone) work the same."""
+        (``StaleWrite`` if it is not ``expected_step``)."""
         ...
 
-    async def get_deltas(
-        self, session_id: str, since_step: int = 0, *, limit: int | None = None
-    ) -> list[Delta]:
-        """The deltas with ``step > since_step`` in step order, ``limit`` at most."""
+    async def update_template(
+        self,
+        session_id: str,
+        template: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[StateRecord, Delta]:
+        """Replace the template zone and record its delta, as :meth:`update_data`."""
         ...
 
-    # --- resume and the group commit -------------------------------------------------------
-
-    async def resume_session(
-        self, session_id: str, *, user_id: str, max_pairs: int = 25
-    ) -> ResumeResult:
-        """Everything a conversation needs to continue the session (SPEC §5), in one
-        bounded read: the same cost at 10,000 turns as at 100. Raises
-        ``SessionNotFound`` (unknown, or not ``user_id``'s), ``SessionCompleted``,
-        ``SessionFailed`` or ``NothingToResume`` with the spec's messages."""
+    async def update_view(
+        self,
+        session_id: str,
+        view: dict[str, Any],
+        delta: DeltaSpec,
+        *,
+        expected_step: int | None = None,
+    ) -> tuple[StateRecord, Delta]:
+        """Replace the view zone and record its delta, as :meth:`update_data`."""
         ...
 
-    async def write_batch(self, ops: Sequence[WriteOp]) -> None:
-        """Apply ``ops`` in one transaction, each with the semantics of the single write
-        of the same name: all of them or none."""
+    async def add_delta(
+        self, session_id: str, delta: DeltaSpec, *, expected_step: int | None = None
+    ) -> tuple[StateRecord, Delta]:
+        """Record a delta that changes no zone (a search that found nothing)."""
+        ...
+
+
+class Store(Reads, BatchWriter, Lifecycle, SeedWrites, Protocol):
+    """Everything coach stores: users, sessions, phase outputs, conversation, memory
+    steps, zoned state and the person."""
+
+    @property
+    def phase_ids(self) -> tuple[str, ...]:
+        """The manifest's phase ids, in order (progress and resume are counted on them)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the store's connections."""
         ...
