@@ -44,8 +44,10 @@ class Reads(Protocol):
     """What the surfaces, the agents and resume read."""
 
     async def find_user(self, identity: str) -> UserRecord | None:
-        """The user with ``identity``, or ``None`` (never creates one); an identity that
-        :func:`~coach.store.check_identity` refuses is ``InvalidWrite``."""
+        """The user with ``identity``, or ``None`` (never creates one; a user stored
+        before identities were normalised is found by the spelling stored). An identity
+        that :func:`~coach.store.check_identity` refuses is ``InvalidWrite``; a stored
+        person whose data key is destroyed is ``PersonErased``."""
         ...
 
     async def get_user(self, user_id: str) -> UserRecord | None:
@@ -63,7 +65,7 @@ class Reads(Protocol):
         self, user_id: str, *, limit: int | None = None
     ) -> list[SessionRecord]:
         """The user's sessions, newest first (``limit`` at most, applied in the query),
-        each with its completed-phase count."""
+        each with its completed-phase count (``PersonErased`` if their key is destroyed)."""
         ...
 
     async def count_user_sessions(self, user_id: str) -> int:
@@ -76,7 +78,8 @@ class Reads(Protocol):
         ...
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
-        """The most recently updated sessions of every user (the operator's view)."""
+        """The most recently updated sessions of every user (the operator's view); those
+        of erased people (in a copy taken before the erase) are left out."""
         ...
 
     async def find_room_session(self, user_id: str, room: str) -> SessionRecord | None:
@@ -241,8 +244,9 @@ class Lifecycle(Protocol):
         ...
 
     async def delete_user(self, identity: str) -> int | None:
-        """Erase a person — the user and all their sessions — in one transaction; how
-        many sessions that was (``None``: no such person)."""
+        """Erase a person: their data key first — what any copy of the database holds of
+        them can then be read by no one — then the user and all their sessions, in one
+        transaction; how many sessions that was (``None``: no such person)."""
         ...
 
     async def prune_sessions(
