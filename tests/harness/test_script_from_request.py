@@ -11,8 +11,8 @@ from coach.testing.script import (
     ScriptError,
     ScriptMismatch,
     ToolCall,
-    parse_visit,
 )
+from coach.testing.script_files import parse_visit
 
 OFFER = """
 - from_request: {session_id: 'session_id ([0-9a-f]{4})'}

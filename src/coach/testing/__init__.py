@@ -29,11 +29,10 @@ from .script import (
     ToolCall,
     call,
     calls,
-    load_script,
-    parse_script,
     raw_call,
     say,
 )
+from .script_files import load_script, parse_script
 from .scripted_llm import RecordedRequest, ScriptedLLM
 
 __all__ = [

@@ -33,7 +33,8 @@ from typing import Any, TextIO, TypeVar
 import yaml
 
 from .openai_server import FakeOpenAIServer
-from .script import DEMO_VISITS, ScriptError, Visit, parse_visit
+from .script import DEMO_VISITS, ScriptError
+from .script_files import Visit, parse_visit
 
 __all__ = [
     "DEMO_MASTER_KEY",
@@ -71,7 +72,7 @@ class DemoScript:
 
 
 def load_demo(path: Path) -> DemoScript:
-    """Read ``{user, visits: [visit, ...]}`` (see :func:`~coach.testing.script.parse_visit`)."""
+    """Read ``{user, visits: [visit, ...]}`` (each visit: :func:`.script_files.parse_visit`)."""
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(document, dict) or set(document) != {"user", "visits"}:
         raise ScriptError(f"{path}: expected a mapping of user and visits")

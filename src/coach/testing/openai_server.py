@@ -48,8 +48,8 @@ from .script import (
     ScriptMismatch,
     as_script,
     is_render_request,
-    load_script,
 )
+from .script_files import load_script
 
 __all__ = ["FakeOpenAIServer"]
 
