@@ -138,14 +138,16 @@ _TEXT: Final = (
     SessionConversation.created_at.label("message_at"),
     SessionConversation.role.label("message_role"),
 )
+_IN_RANGE: Final = (
+    AgentStep.session_id == bindparam("b_id"),
+    AgentStep.seq >= bindparam("b_first"),
+    AgentStep.seq < bindparam("b_end"),
+)
+"""A session's steps at positions ``b_first`` up to ``b_end``."""
 _STEPS: Final = (
     select(*_COLUMNS, *_TEXT)
     .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
-    .where(
-        AgentStep.session_id == bindparam("b_id"),
-        AgentStep.seq >= bindparam("b_first"),
-        AgentStep.seq < bindparam("b_end"),
-    )
+    .where(*_IN_RANGE)
     .order_by(AgentStep.seq)
 )
 
@@ -269,11 +271,7 @@ def decode_or_empty(
 _LINKS: Final = (
     select(AgentStep.seq, SessionConversation.id, SessionConversation.phase_id)
     .join(SessionConversation, SessionConversation.id == AgentStep.message_id)
-    .where(
-        AgentStep.session_id == bindparam("b_id"),
-        AgentStep.seq >= bindparam("b_first"),
-        AgentStep.seq < bindparam("b_end"),
-    )
+    .where(*_IN_RANGE)
     .order_by(AgentStep.seq)
 )
 _LINK_BEFORE: Final = (
