@@ -251,9 +251,12 @@ class Vault:
 
     async def identity_hash(self, identity: str) -> str:
         """The keyed hash an identity is looked up by (64 hex digits)."""
+        return _keyed_hash(await self._lookup_key(), identity)
+
+    async def _lookup_key(self) -> bytes:
         if self._lookup is None:
             self._lookup = await self._ensure(LOOKUP_OWNER)
-        return _keyed_hash(self._lookup, identity)
+        return self._lookup
 
     async def hold(self, user_ids: Iterable[str], *, create: bool) -> HeldKeys:
         """The people's sealers (made for those without one, with ``create``) and the
@@ -262,9 +265,7 @@ class Vault:
         sealers = {uid: await self.create(uid) for uid in ids} if create else {}
         if not create:
             sealers = await self.sealers(ids)
-        await self.identity_hash("")
-        assert self._lookup is not None
-        return HeldKeys(sealers, self._lookup)
+        return HeldKeys(sealers, await self._lookup_key())
 
     def _keep(self, user_id: str, key: bytes) -> Sealer:
         sealer = Sealer(user_id, key)

@@ -200,22 +200,22 @@ def apply_session_write(
         SessionNotFound: There is no such session.
         StaleWrite: ``start`` is not the stored step count (another writer got there).
     """
-    if values:
+    if steps is not None and not values:  # the hot path (a turn's steps): one prepared statement
+        params = {"b_id": session_id, "b_start": steps[0], "b_end": steps[0] + steps[1]}
+        updated = conn.execute(_CLAIM, params).rowcount
+    elif values:
         stmt = update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
         if steps is not None:
             start, count = steps
             stmt = stmt.where(SESSIONS.c.memory_steps == start).values(memory_steps=start + count)
         updated = conn.execute(stmt).rowcount
-    else:  # the hot path (a turn's steps): one prepared statement
-        assert steps is not None
-        params = {"b_id": session_id, "b_start": steps[0], "b_end": steps[0] + steps[1]}
-        updated = conn.execute(_CLAIM, params).rowcount
+    else:
+        return  # nothing to change
     if updated:
         return
     stored = stored_count(conn, session_id)
-    if stored is None:
+    if stored is None or steps is None:
         raise SessionNotFound(session_id)
-    assert steps is not None
     raise StaleWrite(f"Session {session_id} has {stored} memory steps stored, not {steps[0]}")
 
 
