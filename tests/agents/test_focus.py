@@ -124,6 +124,7 @@ async def test_focus_still_works_and_is_stored(runtime: Runtime) -> None:
     b = await board(runtime)
     answer = json.loads(await focus(b.userdata, json.dumps({"item": b.insight_id})))
     assert answer == {"ok": True, "step": 2}
+    assert b.userdata.state.view is not None
     assert b.userdata.state.view["focus"] == {"kind": "insight", "id": b.insight_id}
     await asyncio.wait_for(runtime.recorder.flush(), 5)
     assert b.userdata.session_id is not None
