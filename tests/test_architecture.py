@@ -158,15 +158,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("coach.agents",),
     ("coach.conversation",),
     ("coach.persistence",),
+    ("coach.prompts",),
     ("coach.store",),
     ("coach.state",),
-    ("coach.errors", "coach.prompts", "coach.metrics", "coach._resources"),
+    ("coach.errors", "coach.metrics", "coach._resources"),
 )
 """The layers, top down: a module imports its own layer and the ones below it only.
 Surfaces reach people; the runtime and the attachment wire agents to a LiveKit session
 (from the settings and the models they name);
 the agents work on the live conversation (``UserData``, its zones, the recorder); the
-store is the contract persistence implements; state is pure logic."""
+prompts are validated configuration; the store is the contract persistence implements;
+state is pure logic."""
 
 
 def _layer(module: str) -> int:

@@ -319,7 +319,9 @@ def test_focus_payloads_get_a_documented_answer(
             assert refused.code in expected
             return
         assert caller == "zoe" and answer == {"ok": True, "step": before[1] + 1}
-        assert userdata.state.view["focus"]["id"] == insight_id
+        view = userdata.state.view
+        assert view is not None and view["focus"] is not None
+        assert view["focus"]["id"] == insight_id
 
     check()
     # A real item still focuses after all that.

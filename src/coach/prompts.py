@@ -19,8 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ._resources import resource_path
 from .errors import PromptError
-
-AgentKind = Literal["coach", "strategist", "evaluator"]
+from .state.shapes import AgentKind as AgentKind  # declared with the view zone that names it
 
 AGENT_FILES: dict[AgentKind, str] = {
     "coach": "design_coach.yaml",

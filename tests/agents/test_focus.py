@@ -9,14 +9,17 @@ from typing import Any
 
 import pytest
 from livekit import rtc
+from pydantic import TypeAdapter
 
 from coach.conversation.runtime import Runtime
 from coach.conversation.userdata import UserData
 from coach.state import design
 from coach.state.zones import Action, Zone
+from coach.surfaces.room import StateMessage
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, invoke
 
 OWNER = "zoe"
+CONTRACT: TypeAdapter[Any] = TypeAdapter(StateMessage)
 
 
 @dataclass
@@ -124,8 +127,26 @@ async def test_focus_still_works_and_is_stored(runtime: Runtime) -> None:
     b = await board(runtime)
     answer = json.loads(await focus(b.userdata, json.dumps({"item": b.insight_id})))
     assert answer == {"ok": True, "step": 2}
+    assert b.userdata.state.view is not None
     assert b.userdata.state.view["focus"] == {"kind": "insight", "id": b.insight_id}
     await asyncio.wait_for(runtime.recorder.flush(), 5)
     assert b.userdata.session_id is not None
     stored = await runtime.store.get_state(b.userdata.session_id)
     assert (stored.step, stored.view["focus"]["id"]) == (2, b.insight_id)
+
+
+async def test_a_focus_before_any_agent_showed_the_board_sends_a_whole_view(
+    runtime: Runtime,
+) -> None:
+    # No agent has navigated: the view starts where the conversation is, so the room
+    # gets a view the contract (and the web client) accepts, not a bare focus.
+    b = await board(runtime)
+    assert b.userdata.state.view is None
+    await focus(b.userdata, json.dumps({"item": b.insight_id}))
+    message = CONTRACT.validate_python(b.sink.messages[-1])
+    assert message.zone == "view" and message.value == {
+        "agent": "coach",
+        "phase_id": None,
+        "focus": {"kind": "insight", "id": b.insight_id},
+        "stack": [],
+    }

@@ -36,7 +36,7 @@ async def history(runtime: Runtime, sessions: int) -> str:
             path=change.path,
             action=Action(type="tool", tool="add_insight"),
         )
-        await store.update_data(session.id, data, spec)
+        await store.update_data(session.id, dict(data), spec)
     return user.id
 
 

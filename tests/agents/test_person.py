@@ -73,13 +73,13 @@ async def test_the_record_is_stored_with_a_delta_per_change(runtime: Runtime) ->
     assert (await store.get_person(user.id)).step == 0
     value, change = person.remember(person.empty_person(), "role", ROLE)
     spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="person.facts")
-    record, delta = await store.update_person(user.id, value, spec, expected_step=0)
+    record, delta = await store.update_person(user.id, dict(value), spec, expected_step=0)
     assert (record.step, delta.step) == (1, 1)
     assert (await store.get_person(user.id)).value == value
     with pytest.raises(StaleWrite):  # another conversation of hers wrote first
-        await store.update_person(user.id, person.empty_person(), spec, expected_step=0)
+        await store.update_person(user.id, dict(person.empty_person()), spec, expected_step=0)
     with pytest.raises(InvalidWrite):
-        await store.update_person("f" * 32, value, spec)
+        await store.update_person("f" * 32, dict(value), spec)
     assert [d.path for d in await store.get_person_deltas(user.id)] == ["person.facts"]
 
 
@@ -192,7 +192,7 @@ def test_users_show_forget_and_delete(
             value, _ = person.remember(person.empty_person(), "role", ROLE)
             value, _ = person.remember(value, "designs", "banking apps")
             spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="person")
-            await store.update_person(user.id, value, spec)
+            await store.update_person(user.id, dict(value), spec)
             return str(value["facts"][0]["id"])
         finally:
             await store.aclose()
@@ -384,7 +384,7 @@ def test_users_forget_all_and_unknown_people(
             value, _ = person.remember(person.empty_person(), "role", ROLE)
             value, _ = person.remember(value, "designs", "banking apps")
             spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="person")
-            await store.update_person(user.id, value, spec)
+            await store.update_person(user.id, dict(value), spec)
         finally:
             await store.aclose()
 

@@ -62,7 +62,7 @@ async def test_a_data_changing_turn_sends_one_render_request_with_view_request_a
     assert "Who struggles today?" not in request and "What's your name?" not in request
     # The model's brief is the template's markdown; the board stays the deterministic one.
     template = userdata.state.template
-    assert template["markdown"] == fake_render(request)
+    assert template is not None and template["markdown"] == fake_render(request)
     assert template["board"]["insights"][0]["text"] == "People fear linking a bank."
     await session.aclose()
 
@@ -90,6 +90,7 @@ async def test_a_failing_render_model_keeps_the_conversation_and_shows_the_plain
     await session.run(user_input="An insight.")
     await userdata.state.wait_for_render()
     given = RenderInput(userdata.state.data, userdata.state.view, "An insight.", ())
+    assert userdata.state.template is not None
     assert userdata.state.template["markdown"] == BriefRenderer().render(given)["markdown"]
     model.extend([say("Still here.")])
     result = await session.run(user_input="Go on.")
@@ -114,6 +115,7 @@ async def test_a_slow_render_never_holds_the_next_turn_and_the_newer_one_wins(
     model.render.gate.set()
     await userdata.state.wait_for_render()
     assert len(model.render.requests) == 2
+    assert userdata.state.template is not None
     markdown = userdata.state.template["markdown"]
     assert markdown == fake_render(model.render.requests[-1]) and "Second insight." in markdown
     await session.aclose()
@@ -136,5 +138,5 @@ async def test_a_render_whose_data_moved_on_is_dropped(runtime: Runtime) -> None
     step = state.step
     model.render.gate.set()
     await state.wait_for_render()
-    assert state.template == {} and state.step == step  # nothing stale was written
+    assert state.template is None and state.step == step  # nothing stale was written
     await asyncio.wait_for(runtime.recorder.flush(), 10)

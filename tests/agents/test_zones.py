@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 from coach.conversation.runtime import Runtime
 from coach.conversation.userdata import UserData
 from coach.state.board import BriefRenderer, RenderInput
+from coach.state.shapes import TemplateZone
 from coach.surfaces.room import RoomStateSink, StateMessage
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, ToolCall, call, calls, say
@@ -46,7 +47,7 @@ class CountingRenderer(BriefRenderer):
     def __init__(self) -> None:
         self.inputs: list[RenderInput] = []
 
-    def render(self, given: RenderInput) -> dict[str, Any]:
+    def render(self, given: RenderInput) -> TemplateZone:
         self.inputs.append(given)
         return super().render(given)
 
@@ -133,7 +134,8 @@ async def test_renderer_runs_once_per_turn_that_changed_data(runtime: Runtime) -
     assert len(renderer.inputs) == runs_after_setup + 1
     given = renderer.inputs[-1]
     assert given.request == "Ideas: a demo mode and trust badges"
-    assert given.view == session.userdata.state.view and given.view["agent"] == "strategist"
+    assert given.view is not None and given.view == session.userdata.state.view
+    assert given.view["agent"] == "strategist"
     assert [d.action.tool for d in given.deltas] == ["add_idea", "add_idea"]
     assert len({d.turn_id for d in given.deltas}) == 1  # one user turn, one turn id
     template = session.userdata.state.template

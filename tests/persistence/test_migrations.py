@@ -245,7 +245,7 @@ async def test_a_0006_database_upgrades_to_remember_the_person_and_back(
         assert (await repo.get_person(U1)).step == 0  # nobody remembered anything yet
         value, change = person.remember(person.empty_person(), "role", "leads a team of four")
         spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path=change.path)
-        await repo.update_person(U1, value, spec, expected_step=0)
+        await repo.update_person(U1, dict(value), spec, expected_step=0)
         async with raw_sql(repo, begin=True) as conn:  # the row, not coach's delete_user
             await conn.execute(text(f"DELETE FROM users WHERE id = '{U1}'"))
         async with raw_sql(repo) as conn:

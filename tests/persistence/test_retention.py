@@ -14,6 +14,7 @@ from coach.errors import StaleWrite
 from coach.persistence import Repository
 from coach.state import design
 from coach.state.retention import REMOVED
+from coach.state.shapes import SearchResult
 from coach.state.zones import Action, DeltaSpec
 from coach.store import PhaseDone
 from tests.support import append_steps, raw_sql
@@ -39,12 +40,12 @@ async def person(repo: Repository, identity: str) -> tuple[str, str]:
     user = await repo.get_or_create_user(identity)
     earlier = await repo.create_session(user.id, "Gym lockers", first_phase=DONE)
     data, _ = design.add_insight(design.empty_data(), INSIGHT, phase_id=None)
-    await repo.update_data(earlier.id, data, spec("add_insight", text=INSIGHT))
+    await repo.update_data(earlier.id, dict(data), spec("add_insight", text=INSIGHT))
     later = await repo.create_session(user.id, "Bike parking", first_phase=DONE)
-    found = [{"kind": "insight", "text": INSIGHT, "session_id": earlier.id}]
+    found: list[SearchResult] = [{"kind": "insight", "text": INSIGHT, "session_id": earlier.id}]
     searched, _ = design.search_results(design.empty_data(), "lockers", found)
     assert searched is not None
-    await repo.update_data(later.id, searched, spec("search_past_work", query="lockers"))
+    await repo.update_data(later.id, dict(searched), spec("search_past_work", query="lockers"))
     steps = [
         llm.ChatMessage(role="user", content=["What about lockers?"]),
         llm.FunctionCall(call_id="c1", name="search_past_work", arguments='{"query": "lockers"}'),

@@ -7,12 +7,13 @@ from livekit.agents import llm
 from coach.state import design
 from coach.state.board import BriefRenderer, RenderInput
 from coach.state.retention import REMOVED, Redactor, RemovedSession
+from coach.state.shapes import DataZone, data_zone, view_zone
 
 GONE = "a" * 32
 KEPT = "b" * 32
 
 
-def work(*insights: str) -> dict[str, object]:
+def work(*insights: str) -> DataZone:
     data = design.empty_data()
     for text in insights:
         data, _ = design.add_insight(data, text, phase_id=None)
@@ -83,7 +84,8 @@ def test_a_query_that_found_the_erased_work_is_replaced_and_others_stay() -> Non
 def zones(results: list[dict[str, str]], query: str) -> dict[str, object]:
     data = {**design.empty_data(), "search": {"query": query, "results": results}}
     view: dict[str, object] = {"focus": None}
-    template = BriefRenderer().render(RenderInput(data, view, "what about lockers?", ()))
+    given = RenderInput(data_zone(data), view_zone(view), "what about lockers?", ())
+    template = BriefRenderer().render(given)
     return {"data": data, "template": template, "view": view}
 
 

@@ -537,6 +537,8 @@ export interface Action {
   };
 }
 /**
+ * The cards a frontend draws beside the brief.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "Board".
  */
@@ -552,6 +554,8 @@ export interface Board {
   changed: string[];
 }
 /**
+ * An insight as the board shows it.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "BoardInsight".
  */
@@ -561,6 +565,8 @@ export interface BoardInsight {
   focused: boolean;
 }
 /**
+ * An idea as the board shows it.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "BoardIdea".
  */
@@ -572,6 +578,8 @@ export interface BoardIdea {
   focused: boolean;
 }
 /**
+ * The strategy's scores and the reasoning behind them.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "Evaluation".
  */
@@ -582,6 +590,8 @@ export interface Evaluation {
   summary: string;
 }
 /**
+ * The last search of earlier work that found something (``query`` null: none yet).
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "Search".
  */
@@ -590,6 +600,8 @@ export interface Search {
   results: SearchResult[];
 }
 /**
+ * A piece of earlier work a search found (an idea's text is ``title: description``).
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "SearchResult".
  */
@@ -616,6 +628,8 @@ export interface DataZone {
   search: Search;
 }
 /**
+ * An observation, need or pain point of the users, from the phase it was found in.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "Insight".
  */
@@ -625,6 +639,8 @@ export interface Insight {
   phase_id: string | null;
 }
 /**
+ * An idea for the challenge.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "Idea".
  */
@@ -661,6 +677,8 @@ export interface ResultMeta {
   fields: string[];
 }
 /**
+ * The insight or idea the user looks at.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "Focus".
  */
@@ -669,6 +687,8 @@ export interface Focus {
   id: string;
 }
 /**
+ * Where the user was before: an agent and its phase.
+ *
  * This interface was referenced by `CoachRpc`'s JSON-Schema
  * via the `definition` "StackEntry".
  */

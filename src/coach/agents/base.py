@@ -17,8 +17,9 @@ from ..errors import StaleWrite, StorageError
 from ..prompts import AgentKind
 from ..state.design import Change
 from ..state.history import prune_chat_items
+from ..state.shapes import DataZone
 from ..state.view import navigate
-from ..state.zones import JSON, Action, Zone
+from ..state.zones import Action, Zone
 from ..store import clean_text, is_clean
 from .offer import offered_tools
 from .request import checked_tool_calls, one_system_message, with_tool_choice
@@ -172,7 +173,7 @@ class CoachAgentBase(Agent):
         self.session.generate_reply(instructions=self.greeting(userdata))
 
     def change_data(
-        self, userdata: UserData, data: JSON, change: Change, tool: str, **params: JsonValue
+        self, userdata: UserData, data: DataZone, change: Change, tool: str, **params: JsonValue
     ) -> None:
         """Write the data zone with a delta naming the tool and its parameters (layer 1)."""
         if userdata.session_id is not None and userdata.recorder.is_fenced(userdata.session_id):

@@ -8,6 +8,7 @@ from livekit.agents import RunContext, ToolError, function_tool
 
 from ..conversation.userdata import UserData
 from ..state import design
+from ..state.shapes import Evaluation
 from ..store import clean_text
 from .phased import PhasedAgent
 
@@ -45,7 +46,12 @@ class DesignEvaluator(PhasedAgent):
         if not summary or len(summary) > MAX_TEXT:
             raise ToolError(f"The summary must be 1 to {MAX_TEXT} characters.")
         phase = self.current_phase(userdata)
-        evaluation: dict[str, object] = {**scores, "summary": summary}
+        evaluation: Evaluation = {
+            "desirability": desirability,
+            "feasibility": feasibility,
+            "viability": viability,
+            "summary": summary,
+        }
         userdata.complete_phase(phase, json.dumps(evaluation))
         userdata.evaluation = evaluation
         data, change = design.set_evaluation(userdata.state.data, evaluation)

@@ -16,7 +16,8 @@ from ..conversation.userdata import UserData
 from ..errors import StaleWrite
 from ..state import person
 from ..state.design import Change
-from ..state.zones import JSON, Action
+from ..state.shapes import Person
+from ..state.zones import Action
 from ..store import clean_text
 from .base import CoachAgentBase, needs_notes
 
@@ -80,7 +81,7 @@ class PersonMemory(CoachAgentBase):
         """
         fact_id = clean_text(fact_id).strip()
         if fact_id.lower() == "all":
-            if not context.userdata.person.get("facts"):  # nothing to write a change for
+            if not context.userdata.person["facts"]:  # nothing to write a change for
                 return "Nothing is remembered about them. Say so in one sentence."
             await self._change(context.userdata, person.forget_all, "forget_about_person")
             return "Everything remembered about them is forgotten. Say so in one sentence."
@@ -95,7 +96,7 @@ class PersonMemory(CoachAgentBase):
     async def _change(
         self,
         userdata: UserData,
-        change: Callable[[JSON], tuple[JSON, Change]],
+        change: Callable[[Person], tuple[Person, Change]],
         tool: str,
         **params: str,
     ) -> None:

@@ -47,15 +47,15 @@ OFFERED_WHEN: dict[str, Rule] = {
     # the strategist
     "complete_phase": _has_phase_left("strategist"),
     "transfer_to_evaluator": lambda u: not _has_phase_left("strategist")(u),
-    "select_idea": lambda u: bool(u.state.data.get("ideas")),
-    "remove_idea": lambda u: bool(u.state.data.get("ideas")),
+    "select_idea": lambda u: bool(u.state.data["ideas"]),
+    "remove_idea": lambda u: bool(u.state.data["ideas"]),
     "search_past_work": _has_other_session,
     # the evaluator
     "finish_session": lambda u: u.evaluation is not None or u.next_phase() is None,
     # the person (coach and strategist)
     "remember_about_person": lambda u: u.user_id is not None,
-    "correct_about_person": lambda u: bool(u.person.get("facts")),
-    "forget_about_person": lambda u: bool(u.person.get("facts")),
+    "correct_about_person": lambda u: bool(u.person["facts"]),
+    "forget_about_person": lambda u: bool(u.person["facts"]),
 }
 """When each tool can work; a tool without a rule is always offered."""
 

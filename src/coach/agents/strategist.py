@@ -8,7 +8,8 @@ from livekit.agents import RunContext, ToolError, function_tool
 
 from ..conversation.userdata import UserData
 from ..state import design
-from ..state.zones import JSON, Action, Zone
+from ..state.shapes import DataZone, SearchResult, data_zone
+from ..state.zones import Action, Zone
 from ..store import clean_text
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
@@ -119,7 +120,7 @@ class DesignStrategist(PersonMemory, Branching, PhasedAgent):
     def _change_idea(
         self,
         userdata: UserData,
-        change: Callable[[JSON, str], tuple[JSON, design.Change]],
+        change: Callable[[DataZone, str], tuple[DataZone, design.Change]],
         tool: str,
         idea_id: str,
     ) -> None:
@@ -142,13 +143,14 @@ class DesignStrategist(PersonMemory, Branching, PhasedAgent):
         query = _clean(query, "query", MAX_TITLE)
         if userdata.user_id is None:
             raise ToolError("Identify the user first: there is no earlier work to search.")
-        results: list[dict[str, object]] = []
+        results: list[SearchResult] = []
         # One read of every earlier session's work, not one per session.
         for session_id, past in await userdata.store.get_past_work(userdata.user_id):
             if session_id == userdata.session_id:
                 continue
             results += [
-                {**item, "session_id": session_id} for item in design.search_items(past, query)
+                {"kind": item["kind"], "text": item["text"], "session_id": session_id}
+                for item in design.search_items(data_zone(past), query)
             ]
             if len(results) >= MAX_RESULTS:
                 break

@@ -73,9 +73,10 @@ class SessionRecorder:
             if phase_id in self._closed:
                 continue
             self._closed.add(phase_id)
-            zones = {"data": state.data, "template": state.template, "view": state.view}
             userdata.recorder.submit(
-                ClosePhase(session_id, phase_id, self._next_step, state.step, copy.deepcopy(zones))
+                ClosePhase(
+                    session_id, phase_id, self._next_step, state.step, copy.deepcopy(state.zones())
+                )
             )
 
     def _sync_session(self) -> str | None:

@@ -22,7 +22,17 @@ from typing import Protocol
 
 from .. import metrics
 from ..state.board import BriefRenderer, Renderer, RenderInput
-from ..state.design import Change, empty_data
+from ..state.design import Change
+from ..state.shapes import (
+    DataZone,
+    TemplateZone,
+    ViewZone,
+    ZoneValue,
+    data_zone,
+    empty_data,
+    template_zone,
+    view_zone,
+)
 from ..state.zones import JSON, Action, Delta, DeltaSpec, ResultMeta, Source, Trigger, Zone
 from ..store import StateRecord, WriteZone
 from .recorder import Recorder
@@ -50,7 +60,9 @@ class StateSink(Protocol):
         ...
 
 
-def state_message(session_id: str, delta: Delta, zone: Zone | None, value: JSON | None) -> JSON:
+def state_message(
+    session_id: str, delta: Delta, zone: Zone | None, value: ZoneValue | None
+) -> JSON:
     """The JSON a frontend receives on topic ``coach.state`` for one delta."""
     return {
         "type": "delta",
@@ -69,8 +81,8 @@ def snapshot_message(state: LiveState) -> JSON:
         "session_id": state.session_id,
         "step": state.step,
         "data": state.data,
-        "template": state.template or None,
-        "view": state.view or None,
+        "template": state.template,
+        "view": state.view,
     }
 
 
@@ -96,9 +108,11 @@ class LiveState:
         """The step of the newest data-zone change: a render of an older one is stale."""
         self.session_id: str | None = None
         self.step = 0
-        self.data: JSON = empty_data()
-        self.template: JSON = {}
-        self.view: JSON = {}
+        self.data: DataZone = empty_data()
+        self.template: TemplateZone | None = None
+        """``None`` until the first render."""
+        self.view: ViewZone | None = None
+        """``None`` until an agent takes the conversation."""
         self.turn = TurnContext(turn_id=_turn_id(), request=None, actor_id="system")
         self._last_user_item: str | None = None
         self._turn_data_deltas: list[Delta] = []
@@ -109,11 +123,15 @@ class LiveState:
         """Follow a session: a new one (step 0) or a resumed one (its stored zones)."""
         self.session_id = session_id
         self.step = stored.step if stored is not None else 0
-        self.data = {**empty_data(), **(stored.data if stored is not None else {})}
-        self.template = dict(stored.template) if stored is not None else {}
+        self.data = data_zone(stored.data) if stored is not None else empty_data()
+        self.template = template_zone(stored.template) if stored is not None else None
         if stored is not None and stored.view:
-            self.view = dict(stored.view)
+            self.view = view_zone(stored.view)
         self.publish_snapshot()
+
+    def zones(self) -> JSON:
+        """The three zones as a store holds them (``{}``: a zone not written yet)."""
+        return {"data": self.data, "template": self.template or {}, "view": self.view or {}}
 
     def publish_snapshot(self) -> None:
         """Announce all three zones at the current step (the room's fresh read)."""
@@ -137,7 +155,7 @@ class LiveState:
     def write(
         self,
         zone: Zone | None,
-        value: JSON | None,
+        value: ZoneValue | None,
         change: Change,
         action: Action,
         *,
@@ -209,7 +227,7 @@ class LiveState:
     async def _render(
         self, model: ModelRenderer, given: RenderInput, session_id: str, data_step: int
     ) -> None:
-        previous = self.template.get("markdown") if self.template else None
+        previous = self.template["markdown"] if self.template else None
         template = self.renderer.render(given)
         outcome = "model"
         try:
@@ -230,7 +248,7 @@ class LiveState:
         metrics.RENDERS.labels(outcome).inc()
         self._write_template(template, TOOL_OF[outcome])
 
-    def _write_template(self, template: JSON, tool: str) -> None:
+    def _write_template(self, template: TemplateZone, tool: str) -> None:
         self.write(
             Zone.TEMPLATE,
             template,

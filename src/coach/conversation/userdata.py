@@ -17,7 +17,8 @@ from ..prompts import AgentKind, Phase, PromptBook
 from ..state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
 from ..state.brief import BriefInput, PhaseDecision, render_brief
 from ..state.design import Change
-from ..state.person import empty_person, person_lines
+from ..state.person import person_lines
+from ..state.shapes import Evaluation, Person, empty_person, person_of
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger
 from ..store import (
     PhaseDone,
@@ -59,8 +60,8 @@ class UserData:
     current_agent: AgentKind = "coach"
     phase_outputs: dict[str, str] = field(default_factory=dict)
     """Completed phases' outputs by phase id."""
-    evaluation: dict[str, object] | None = None
-    person: dict[str, Any] = field(default_factory=empty_person)
+    evaluation: Evaluation | None = None
+    person: Person = field(default_factory=empty_person)
     """What the person agreed coach may remember (SPEC §4.6), as last read or written."""
     person_step: int = 0
     past_sessions: tuple[SessionRecord, ...] = ()
@@ -228,12 +229,12 @@ class UserData:
         if self.user_id is None:
             return
         record = await self.store.get_person(self.user_id)
-        self.person = record.value or empty_person()
+        self.person = person_of(record.value)
         self.person_step = record.step
 
     async def change_person(
         self,
-        value: dict[str, Any],
+        value: Person,
         change: Change,
         action: Action,
         *,
@@ -266,7 +267,7 @@ class UserData:
         except StaleWrite:
             await self.load_person()
             raise
-        self.person, self.person_step = record.value, record.step
+        self.person, self.person_step = person_of(record.value), record.step
         return delta
 
     def next_agent_kind(self) -> AgentKind:
@@ -354,8 +355,8 @@ class UserData:
             o.phase_id: o.output or "" for o in result.outputs if o.status == "completed"
         }
         self.current_phase_id = result.next_phase_id
-        evaluation = self.state.data.get("evaluation")
-        self.evaluation = dict(evaluation) if isinstance(evaluation, dict) else None
+        evaluation = self.state.data["evaluation"]
+        self.evaluation = evaluation.copy() if evaluation is not None else None
         self.session_id = result.session.id  # last: the recorder follows this field
         if self.room is not None and result.session.room != self.room:
             self._session_changed(session_id, room=self.room)

@@ -8,6 +8,7 @@ never interleave their changes silently (``StaleWrite``). Both tables cascade fr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -62,7 +63,7 @@ _DELTA_COLUMNS: Final = (
 def write_person(
     conn: Connection,
     user_id: str,
-    value: dict[str, Any],
+    value: Mapping[str, Any],
     spec: DeltaSpec,
     expected_step: int | None,
     now: datetime,
@@ -106,4 +107,4 @@ def write_person(
         conn.execute(PERSON_DELTAS.insert().values(**row))
     except IntegrityError as exc:
         raise StaleWrite(f"The person record already has a delta at step {step}") from exc
-    return PersonRecord(user_id, step, value), delta
+    return PersonRecord(user_id, step, dict(value)), delta

@@ -11,15 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .zones import JSON, Delta
+from .shapes import Board, BoardIdea, BoardInsight, DataZone, TemplateZone, ViewZone
+from .zones import Delta
 
 
 @dataclass(frozen=True)
 class RenderInput:
-    """Everything a render may use."""
+    """Everything a render may use (``view`` ``None``: no agent has taken the session yet)."""
 
-    data: JSON
-    view: JSON
+    data: DataZone
+    view: ViewZone | None
     request: str | None
     deltas: tuple[Delta, ...]
 
@@ -27,7 +28,7 @@ class RenderInput:
 class Renderer(Protocol):
     """Layer 3: builds the template zone from a :class:`RenderInput`."""
 
-    def render(self, given: RenderInput) -> JSON:
+    def render(self, given: RenderInput) -> TemplateZone:
         """Return the new template zone."""
         ...
 
@@ -35,16 +36,16 @@ class Renderer(Protocol):
 class BriefRenderer:
     """The default renderer: a markdown design brief plus a board of cards."""
 
-    def render(self, given: RenderInput) -> JSON:
+    def render(self, given: RenderInput) -> TemplateZone:
         data, view = given.data, given.view
-        focus = (view.get("focus") or {}).get("id")
+        focus = view["focus"]["id"] if view is not None and view["focus"] else None
         changed = sorted({d.path for d in given.deltas})
-        selected = data.get("selected_idea_id")
-        insights = [
+        selected = data["selected_idea_id"]
+        insights: list[BoardInsight] = [
             {"id": i["id"], "text": i["text"], "focused": i["id"] == focus}
-            for i in data.get("insights", [])
+            for i in data["insights"]
         ]
-        ideas = [
+        ideas: list[BoardIdea] = [
             {
                 "id": i["id"],
                 "title": i["title"],
@@ -52,21 +53,21 @@ class BriefRenderer:
                 "selected": i["id"] == selected,
                 "focused": i["id"] == focus,
             }
-            for i in data.get("ideas", [])
+            for i in data["ideas"]
         ]
-        search = data.get("search") or {}
-        board = {
-            "challenge": data.get("challenge"),
+        search = data["search"]
+        board: Board = {
+            "challenge": data["challenge"],
             "insights": insights,
             "ideas": ideas,
-            "evaluation": data.get("evaluation"),
-            "search": {"query": search.get("query"), "results": search.get("results", [])},
+            "evaluation": data["evaluation"],
+            "search": {"query": search["query"], "results": search["results"]},
             "changed": changed,
         }
         return {"markdown": _markdown(board), "board": board, "request": given.request}
 
 
-def _markdown(board: JSON) -> str:
+def _markdown(board: Board) -> str:
     lines = ["# Design brief", "", f"**Challenge:** {board['challenge'] or '—'}", ""]
     if board["insights"]:
         lines += ["## Insights", *[f"- {i['text']}" for i in board["insights"]], ""]
@@ -76,12 +77,12 @@ def _markdown(board: JSON) -> str:
             mark = " ✓" if idea["selected"] else ""
             lines.append(f"- **{idea['title']}**{mark} — {idea['description']}")
         lines.append("")
-    if board["evaluation"]:
-        ev = board["evaluation"]
-        scores = ", ".join(
-            f"{k} {ev[k]}/5" for k in ("desirability", "feasibility", "viability") if k in ev
+    if ev := board["evaluation"]:
+        scores = (
+            f"desirability {ev['desirability']}/5, feasibility {ev['feasibility']}/5, "
+            f"viability {ev['viability']}/5"
         )
-        lines += ["## Evaluation", scores, "", str(ev.get("summary", "")), ""]
+        lines += ["## Evaluation", scores, "", ev["summary"], ""]
     if board["search"]["results"]:
         lines += [f"## Earlier work matching “{board['search']['query']}”"]
         lines += [f"- ({r['kind']}) {r['text']}" for r in board["search"]["results"]]

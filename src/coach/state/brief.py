@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .history import estimate_tokens
-from .zones import JSON
+from .shapes import DataZone, empty_data
 
 DEFAULT_MAX_TOKENS = 1_500
 """The brief's default budget in estimated tokens (``COACH_BRIEF_MAX_TOKENS``)."""
@@ -57,7 +57,7 @@ class BriefInput:
     challenge: str | None
     decisions: tuple[PhaseDecision, ...] = ()
     current_phase: str | None = None
-    data: JSON = field(default_factory=dict)
+    data: DataZone = field(default_factory=empty_data)
     person: tuple[str, ...] = ()
 
 
@@ -109,12 +109,12 @@ def render_brief(given: BriefInput, *, max_tokens: int = DEFAULT_MAX_TOKENS) -> 
 
 def _render(given: BriefInput, level: _Level) -> str:
     data = given.data
-    challenge = given.challenge or data.get("challenge")
+    challenge = given.challenge or data["challenge"]
     if not challenge and not given.person and not given.decisions:
         return "Nothing is decided yet: this is the start of a new session."
     lines: list[str] = []
     if challenge:
-        lines.append(f"Design challenge: {_clip(' '.join(str(challenge).split()), MAX_CHALLENGE)}")
+        lines.append(f"Design challenge: {_clip(' '.join(challenge.split()), MAX_CHALLENGE)}")
     if given.decisions:
         lines.append("Decided in completed phases (oldest first):")
         whole_from = len(given.decisions) - level.full_phases
@@ -127,9 +127,9 @@ def _render(given: BriefInput, level: _Level) -> str:
             lines.append(f"- {phase.name}: {decision}")
     if given.current_phase:
         lines.append(f"Current phase: {given.current_phase}.")
-    lines += _items("Insights", [i["text"] for i in data.get("insights") or []], level)
-    ideas = data.get("ideas") or []
-    selected = data.get("selected_idea_id")
+    lines += _items("Insights", [i["text"] for i in data["insights"]], level)
+    ideas = data["ideas"]
+    selected = data["selected_idea_id"]
     lines += _items(
         "Ideas",
         [
@@ -142,14 +142,12 @@ def _render(given: BriefInput, level: _Level) -> str:
     chosen = next((i for i in ideas if i["id"] == selected), None)
     if chosen is not None:
         lines.append(f"Selected idea: {chosen['title']} ({chosen['id']}).")
-    evaluation = data.get("evaluation")
-    if isinstance(evaluation, dict):
-        scores = ", ".join(
-            f"{k} {evaluation[k]}/5"
-            for k in ("desirability", "feasibility", "viability")
-            if k in evaluation
+    if (evaluation := data["evaluation"]) is not None:
+        scores = (
+            f"desirability {evaluation['desirability']}/5, "
+            f"feasibility {evaluation['feasibility']}/5, viability {evaluation['viability']}/5"
         )
-        lines.append(f"Evaluation: {scores}. {evaluation.get('summary', '')}".rstrip())
+        lines.append(f"Evaluation: {scores}. {evaluation['summary']}".rstrip())
     if given.person:
         lines.append("About the person (they agreed that coach remembers this):")
         lines += [f"- {fact}" for fact in given.person]

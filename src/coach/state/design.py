@@ -2,16 +2,8 @@
 
 Each change takes the current data zone and returns the new one plus a
 :class:`Change` that says what happened (delta type, path, result count and fields).
-Inputs are never mutated, so the caller can keep the old value for its delta.
-
-The data zone looks like::
-
-    {"challenge": "...",
-     "insights": [{"id": "ins_1a2b", "text": "...", "phase_id": "empathize"}],
-     "ideas": [{"id": "idea_3c4d", "title": "...", "description": "..."}],
-     "selected_idea_id": "idea_3c4d" | None,
-     "evaluation": {"desirability": 4, ...} | None,
-     "search": {"query": "...", "results": [{"kind": "idea", "text": "...", "session_id": "..."}]}}
+Inputs are never mutated, so the caller can keep the old value for its delta. The
+zone's shape is :class:`~coach.state.shapes.DataZone`.
 """
 
 from __future__ import annotations
@@ -20,7 +12,11 @@ import copy
 import uuid
 from dataclasses import dataclass, field
 
-from .zones import JSON, DeltaType
+from typing_extensions import TypedDict
+
+from .shapes import DataZone, Evaluation, Idea, ItemKind, SearchResult
+from .shapes import empty_data as empty_data  # the zone every change starts from
+from .zones import DeltaType
 
 MAX_ITEMS = 200
 """Insights or ideas a session may hold; more is a tool error, not unbounded growth."""
@@ -40,19 +36,7 @@ class Change:
     fields: list[str] = field(default_factory=list)
 
 
-def empty_data() -> JSON:
-    """A data zone with nothing in it yet."""
-    return {
-        "challenge": None,
-        "insights": [],
-        "ideas": [],
-        "selected_idea_id": None,
-        "evaluation": None,
-        "search": {"query": None, "results": []},
-    }
-
-
-def _copy(data: JSON) -> JSON:
+def _copy(data: DataZone) -> DataZone:
     merged = empty_data()
     merged.update(copy.deepcopy(data))
     return merged
@@ -62,7 +46,7 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
-def set_challenge(data: JSON, challenge: str) -> tuple[JSON, Change]:
+def set_challenge(data: DataZone, challenge: str) -> tuple[DataZone, Change]:
     """Record the design challenge."""
     new = _copy(data)
     kind: DeltaType = "update" if new["challenge"] else "add"
@@ -70,7 +54,7 @@ def set_challenge(data: JSON, challenge: str) -> tuple[JSON, Change]:
     return new, Change(kind, "data.challenge", 1, ["challenge"])
 
 
-def add_insight(data: JSON, text: str, *, phase_id: str | None) -> tuple[JSON, Change]:
+def add_insight(data: DataZone, text: str, *, phase_id: str | None) -> tuple[DataZone, Change]:
     """Add a user insight (from research or observation)."""
     new = _copy(data)
     if len(new["insights"]) >= MAX_ITEMS:
@@ -79,7 +63,7 @@ def add_insight(data: JSON, text: str, *, phase_id: str | None) -> tuple[JSON, C
     return new, Change("add", "data.insights", 1, ["id", "text", "phase_id"])
 
 
-def add_idea(data: JSON, title: str, description: str) -> tuple[JSON, Change]:
+def add_idea(data: DataZone, title: str, description: str) -> tuple[DataZone, Change]:
     """Add an idea."""
     new = _copy(data)
     if len(new["ideas"]) >= MAX_ITEMS:
@@ -88,15 +72,15 @@ def add_idea(data: JSON, title: str, description: str) -> tuple[JSON, Change]:
     return new, Change("add", "data.ideas", 1, ["id", "title", "description"])
 
 
-def _idea(data: JSON, idea_id: str) -> JSON:
+def _idea(data: DataZone, idea_id: str) -> Idea:
     for idea in data["ideas"]:
         if idea["id"] == idea_id:
-            return dict(idea)
+            return idea.copy()
     known = ", ".join(f"{i['id']} ({i['title']})" for i in data["ideas"]) or "none"
     raise DesignError(f"No idea with id {idea_id}. Ideas: {known}.")
 
 
-def remove_idea(data: JSON, idea_id: str) -> tuple[JSON, Change]:
+def remove_idea(data: DataZone, idea_id: str) -> tuple[DataZone, Change]:
     """Remove an idea (and unselect it if it was selected)."""
     new = _copy(data)
     _idea(new, idea_id)
@@ -106,7 +90,7 @@ def remove_idea(data: JSON, idea_id: str) -> tuple[JSON, Change]:
     return new, Change("remove", "data.ideas", 1, ["id"])
 
 
-def select_idea(data: JSON, idea_id: str) -> tuple[JSON, Change]:
+def select_idea(data: DataZone, idea_id: str) -> tuple[DataZone, Change]:
     """Select the idea the strategy builds on."""
     new = _copy(data)
     _idea(new, idea_id)
@@ -115,15 +99,17 @@ def select_idea(data: JSON, idea_id: str) -> tuple[JSON, Change]:
     return new, Change(kind, "data.selected_idea_id", 1, ["selected_idea_id"])
 
 
-def set_evaluation(data: JSON, evaluation: JSON) -> tuple[JSON, Change]:
+def set_evaluation(data: DataZone, evaluation: Evaluation) -> tuple[DataZone, Change]:
     """Record the evaluation of the strategy."""
     new = _copy(data)
     kind: DeltaType = "update" if new["evaluation"] else "add"
-    new["evaluation"] = dict(evaluation)
+    new["evaluation"] = evaluation.copy()
     return new, Change(kind, "data.evaluation", 1, sorted(evaluation))
 
 
-def search_results(data: JSON, query: str, results: list[JSON]) -> tuple[JSON | None, Change]:
+def search_results(
+    data: DataZone, query: str, results: list[SearchResult]
+) -> tuple[DataZone | None, Change]:
     """Store search results; with none, the data zone stays as it was (``None`` returned).
 
     An empty search must not wipe what the user is looking at: it records a delta with
@@ -136,17 +122,22 @@ def search_results(data: JSON, query: str, results: list[JSON]) -> tuple[JSON | 
     return new, Change("update", "data.search", len(results), ["kind", "text", "session_id"])
 
 
-def work_items(data: JSON) -> list[JSON]:
+class WorkItem(TypedDict):
+    """A piece of design work as a search finds it."""
+
+    kind: ItemKind
+    text: str
+
+
+def work_items(data: DataZone) -> list[WorkItem]:
     """The insights and ideas of one data zone as a search finds them: ``kind`` and
     ``text`` (an idea's text is ``"title: description"``)."""
-    items = [{"kind": "insight", "text": i["text"]} for i in data.get("insights", [])]
-    items += [
-        {"kind": "idea", "text": f"{i['title']}: {i['description']}"} for i in data.get("ideas", [])
-    ]
+    items: list[WorkItem] = [{"kind": "insight", "text": i["text"]} for i in data["insights"]]
+    items += [{"kind": "idea", "text": f"{i['title']}: {i['description']}"} for i in data["ideas"]]
     return items
 
 
-def search_items(data: JSON, query: str) -> list[JSON]:
+def search_items(data: DataZone, query: str) -> list[WorkItem]:
     """Insights and ideas of one data zone that match every word of ``query``."""
     words = [w for w in query.lower().split() if w]
     if not words:

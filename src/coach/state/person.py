@@ -1,7 +1,7 @@
 """The person: lasting facts they agreed coach may remember (pure, no I/O; SPEC §4.6).
 
 Stored per user, like a zone: each change is a new value plus a delta that explains it.
-The value looks like::
+The value (:class:`~coach.state.shapes.Person`) looks like::
 
     {"facts": [{"id": "fact_1a2b3c4d", "topic": "role", "text": "leads a team of four"}]}
 
@@ -16,7 +16,8 @@ import uuid
 from typing import Final
 
 from .design import Change
-from .zones import JSON
+from .shapes import Person
+from .shapes import empty_person as empty_person  # the record every change starts from
 
 TOPICS: Final = ("role", "organisation", "designs", "preference", "other")
 """What a fact may be about: their role, their organisation, what they design, how they
@@ -29,12 +30,7 @@ class PersonError(ValueError):
     """Raised when a change cannot apply (unknown fact, limit); the message is for the LLM."""
 
 
-def empty_person() -> JSON:
-    """Nobody remembered anything yet."""
-    return {"facts": []}
-
-
-def _copy(person: JSON) -> JSON:
+def _copy(person: Person) -> Person:
     new = empty_person()
     new.update(copy.deepcopy(person))
     return new
@@ -47,7 +43,7 @@ def _text(text: str) -> str:
     return text
 
 
-def remember(person: JSON, topic: str, text: str) -> tuple[JSON, Change]:
+def remember(person: Person, topic: str, text: str) -> tuple[Person, Change]:
     """Add one fact the person agreed to share."""
     topic = topic.strip().lower()
     if topic not in TOPICS:
@@ -62,7 +58,7 @@ def remember(person: JSON, topic: str, text: str) -> tuple[JSON, Change]:
     return new, Change("add", "person.facts", 1, ["id", "topic", "text"])
 
 
-def _index(person: JSON, fact_id: str) -> int:
+def _index(person: Person, fact_id: str) -> int:
     for n, fact in enumerate(person["facts"]):
         if fact["id"] == fact_id:
             return n
@@ -70,26 +66,26 @@ def _index(person: JSON, fact_id: str) -> int:
     raise PersonError(f"No fact with id {fact_id[:40]}. Facts: {known}.")
 
 
-def correct(person: JSON, fact_id: str, text: str) -> tuple[JSON, Change]:
+def correct(person: Person, fact_id: str, text: str) -> tuple[Person, Change]:
     """Replace what one fact says."""
     new = _copy(person)
     new["facts"][_index(new, fact_id)]["text"] = _text(text)
     return new, Change("update", "person.facts", 1, ["text"])
 
 
-def forget(person: JSON, fact_id: str) -> tuple[JSON, Change]:
+def forget(person: Person, fact_id: str) -> tuple[Person, Change]:
     """Forget one fact."""
     new = _copy(person)
     del new["facts"][_index(new, fact_id)]
     return new, Change("remove", "person.facts", 1, ["id"])
 
 
-def forget_all(person: JSON) -> tuple[JSON, Change]:
+def forget_all(person: Person) -> tuple[Person, Change]:
     """Forget everything (a count of 0 when there was nothing)."""
-    count = len(person.get("facts") or [])
+    count = len(person["facts"])
     return empty_person(), Change("remove", "person.facts", count, ["id"])
 
 
-def person_lines(person: JSON) -> list[str]:
+def person_lines(person: Person) -> list[str]:
     """One line per fact, naming its id (so a fact can be corrected or forgotten)."""
-    return [f"({f['id']}) {f['topic']}: {f['text']}" for f in person.get("facts") or []]
+    return [f"({f['id']}) {f['topic']}: {f['text']}" for f in person["facts"]]

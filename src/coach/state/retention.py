@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .board import BriefRenderer, RenderInput
-from .design import search_items, work_items
+from .design import WorkItem, search_items, work_items
+from .shapes import data_zone, view_zone
 from .zones import JSON, Action, DeltaSpec, DeltaType, ResultMeta
 
 __all__ = ["REMOVED", "Redactor", "RemovedSession", "ZonesRedacted"]
@@ -42,11 +43,11 @@ REMOVED: Final = "[removed session]"
 @dataclass(frozen=True)
 class RemovedSession:
     """An erased session as other sessions may quote it: its id, its challenge and its
-    work (the data zone now, and as it was at each phase end)."""
+    work (the data zone now, and as it was at each phase end, as stored)."""
 
     session_id: str
     challenge: str | None = None
-    work: tuple[JSON, ...] = ()
+    work: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,12 @@ class Redactor:
 
     def __init__(self, removed: Sequence[RemovedSession]) -> None:
         self._ids = tuple(r.session_id for r in removed)
-        self._work = tuple(work for r in removed for work in r.work)
+        self._work = tuple(data_zone(work) for r in removed for work in r.work)
         quotes = {f'"{r.challenge}"' for r in removed if r.challenge}
         quotes |= {f"({item['kind']}) {item['text']}" for item in self._items()}
         self._quotes = tuple(sorted(quotes, key=len, reverse=True))  # a longer one first
 
-    def _items(self) -> Iterable[JSON]:
+    def _items(self) -> Iterable[WorkItem]:
         for work in self._work:
             yield from work_items(work)
 
@@ -165,8 +166,13 @@ class Redactor:
             dropped = len(results) - len(kept)
             deltas.append(("data", _delta("remove", "data.search", dropped, ["results"])))
         if template and (deltas or self.quotes(str(template.get("markdown") or ""))):
-            given = RenderInput(data=data, view=view, request=template.get("request"), deltas=())
-            template = BriefRenderer().render(given)
+            given = RenderInput(
+                data=data_zone(data),
+                view=view_zone(view),
+                request=template.get("request"),
+                deltas=(),
+            )
+            template = dict(BriefRenderer().render(given))
             deltas.append(("template", _delta("update", "template", 1, sorted(template))))
         if not deltas:
             return None

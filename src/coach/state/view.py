@@ -2,7 +2,8 @@
 
 ``{"agent": "strategist", "phase_id": "ideate", "focus": {"kind": "idea", "id": "idea_1"},
 "stack": [{"agent": "coach", "phase_id": "challenge"}, ...]}`` — the stack is where the
-user has been, newest last, bounded.
+user has been, newest last, bounded (the shape: :class:`~coach.state.shapes.ViewZone`).
+``None`` stands for a view no agent has taken yet.
 """
 
 from __future__ import annotations
@@ -10,32 +11,40 @@ from __future__ import annotations
 import copy
 
 from .design import Change, DesignError
-from .zones import JSON
+from .shapes import AgentKind, DataZone, ItemKind, StackEntry, ViewZone
 
 MAX_STACK = 20
 
 
-def navigate(view: JSON, agent: str, phase_id: str | None) -> tuple[JSON, Change] | None:
+def new_view(agent: AgentKind, phase_id: str | None) -> ViewZone:
+    """A view at ``agent`` / ``phase_id`` with nothing focused and nowhere been before."""
+    return {"agent": agent, "phase_id": phase_id, "focus": None, "stack": []}
+
+
+def navigate(
+    view: ViewZone | None, agent: AgentKind, phase_id: str | None
+) -> tuple[ViewZone, Change] | None:
     """Move the view to ``agent`` / ``phase_id``; ``None`` if it is already there."""
-    if view.get("agent") == agent and view.get("phase_id") == phase_id:
+    if view is None:
+        return new_view(agent, phase_id), Change("update", "view.agent", 1, ["agent", "phase_id"])
+    if view["agent"] == agent and view["phase_id"] == phase_id:
         return None
     new = copy.deepcopy(view)
-    if new.get("agent") is not None:
-        new["stack"] = [
-            *new.get("stack", []),
-            {"agent": new["agent"], "phase_id": new.get("phase_id")},
-        ]
-        new["stack"] = new["stack"][-MAX_STACK:]
-    new.update(agent=agent, phase_id=phase_id, focus=None)
-    new.setdefault("stack", [])
+    been: list[StackEntry] = [*new["stack"], {"agent": new["agent"], "phase_id": new["phase_id"]}]
+    new["stack"] = been[-MAX_STACK:]
+    new["agent"], new["phase_id"], new["focus"] = agent, phase_id, None
     return new, Change("update", "view.agent", 1, ["agent", "phase_id"])
 
 
-def focus(view: JSON, data: JSON, item_id: str) -> tuple[JSON, Change]:
+def focus(view: ViewZone, data: DataZone, item_id: str) -> tuple[ViewZone, Change]:
     """Focus an insight or idea of the data zone (a user action)."""
-    for kind, key in (("insight", "insights"), ("idea", "ideas")):
-        if any(item.get("id") == item_id for item in data.get(key, [])):
-            new = copy.deepcopy(view)
-            new["focus"] = {"kind": kind, "id": item_id}
-            return new, Change("update", "view.focus", 1, ["kind", "id"])
-    raise DesignError(f"No insight or idea with id {item_id}.")
+    kind: ItemKind
+    if any(i["id"] == item_id for i in data["insights"]):
+        kind = "insight"
+    elif any(i["id"] == item_id for i in data["ideas"]):
+        kind = "idea"
+    else:
+        raise DesignError(f"No insight or idea with id {item_id}.")
+    new = copy.deepcopy(view)
+    new["focus"] = {"kind": kind, "id": item_id}
+    return new, Change("update", "view.focus", 1, ["kind", "id"])

@@ -1,6 +1,7 @@
 """The four zones of a session's state and the deltas that explain every change (SPEC §4.5).
 
 Pure: no I/O. The repository stores these; agents, the renderer and the room read them.
+What each zone holds is declared in :mod:`.shapes`.
 
 A delta is the *cause* of a state change, recorded in the same transaction as the zone
 it changes. Callers describe the change with a :class:`DeltaSpec` (everything except the
@@ -34,7 +35,8 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
-"""A JSON object: a zone, a value in one, a delta's action or result."""
+"""A JSON object of no declared shape: a message on the room's stream, a zone as a store
+holds it. (A zone's own shape is declared in :mod:`.shapes`.)"""
 
 
 class Zone(StrEnum):

@@ -7,6 +7,7 @@ of one), so they share one validation and one set of statements.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +97,7 @@ class WriteZone:
 
     session_id: str
     zone: str | None
-    value: dict[str, Any] | None
+    value: Mapping[str, Any] | None
     delta: DeltaSpec
     expected_step: int | None = None
 

@@ -20,7 +20,7 @@ transaction; reads return frozen records; every write is a batch of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -222,7 +222,7 @@ class Lifecycle(Protocol):
     async def update_person(
         self,
         user_id: str,
-        value: dict[str, Any],
+        value: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,
@@ -300,7 +300,7 @@ class SeedWrites(Protocol):
     async def update_data(
         self,
         session_id: str,
-        data: dict[str, Any],
+        data: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,
@@ -312,7 +312,7 @@ class SeedWrites(Protocol):
     async def update_template(
         self,
         session_id: str,
-        template: dict[str, Any],
+        template: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,
@@ -323,7 +323,7 @@ class SeedWrites(Protocol):
     async def update_view(
         self,
         session_id: str,
-        view: dict[str, Any],
+        view: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..prompts import AgentKind
+from ..state.shapes import DataZone, TemplateZone, ViewZone
 from ..state.zones import Delta
 
 logger = logging.getLogger("coach.room")
@@ -34,104 +34,11 @@ TRANSCRIPTION_TOPIC = "lk.transcription"
 
 
 # --- the contract: what a message on the topic holds ------------------------------------
+# The zones' shapes are declared once, in coach.state.shapes; these messages carry them.
 
 
 class _Wire(BaseModel):
     model_config = ConfigDict(frozen=True, json_schema_serialization_defaults_required=True)
-
-
-ItemKind = Literal["insight", "idea"]
-
-
-class Insight(_Wire):
-    id: str
-    text: str
-    phase_id: str | None
-
-
-class Idea(_Wire):
-    id: str
-    title: str
-    description: str
-
-
-class Evaluation(_Wire):
-    desirability: int = Field(ge=1, le=5)
-    feasibility: int = Field(ge=1, le=5)
-    viability: int = Field(ge=1, le=5)
-    summary: str
-
-
-class SearchResult(_Wire):
-    kind: ItemKind
-    text: str
-    session_id: str = Field(description="The session it was found in.")
-
-
-class Search(_Wire):
-    query: str | None
-    results: list[SearchResult]
-
-
-class DataZone(_Wire):
-    """The design work: what the agents' tools write."""
-
-    challenge: str | None
-    insights: list[Insight]
-    ideas: list[Idea]
-    selected_idea_id: str | None
-    evaluation: Evaluation | None
-    search: Search
-
-
-class BoardInsight(_Wire):
-    id: str
-    text: str
-    focused: bool
-
-
-class BoardIdea(_Wire):
-    id: str
-    title: str
-    description: str
-    selected: bool
-    focused: bool
-
-
-class Board(_Wire):
-    challenge: str | None
-    insights: list[BoardInsight]
-    ideas: list[BoardIdea]
-    evaluation: Evaluation | None
-    search: Search
-    changed: list[str] = Field(description="The data paths this render reflects.")
-
-
-class TemplateZone(_Wire):
-    """The rendered brief, written after a turn that changed the data zone."""
-
-    markdown: str
-    request: str | None = Field(description="The user request of that turn.")
-    board: Board
-
-
-class Focus(_Wire):
-    kind: ItemKind
-    id: str
-
-
-class StackEntry(_Wire):
-    agent: str
-    phase_id: str | None
-
-
-class ViewZone(_Wire):
-    """Where the user is: the agent, the phase, the focused item, where they have been."""
-
-    agent: AgentKind
-    phase_id: str | None
-    focus: Focus | None
-    stack: list[StackEntry]
 
 
 class StateDelta(_Wire):

@@ -17,7 +17,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TextIO
 
 from ..errors import ConfigError, SessionNotFound
-from ..state.person import PersonError, empty_person, forget, forget_all, person_lines
+from ..state.person import PersonError, forget, forget_all, person_lines
+from ..state.shapes import person_of
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta
 from ..store import MessageRecord, Store, UserRecord, check_identity, session_tree
 
@@ -240,7 +241,7 @@ async def show_user(store: Store, identity: str, out: TextIO) -> None:
     """A person: their identity, name, sessions and what coach remembers (with fact ids)."""
     user = await _user(store, identity)
     count = await store.count_user_sessions(user.id)
-    remembered = person_lines((await store.get_person(user.id)).value)
+    remembered = person_lines(person_of((await store.get_person(user.id)).value))
     print(
         f"user {user.identity!r} ({user.display_name or 'no name'}), {count} session(s)", file=out
     )
@@ -253,11 +254,12 @@ async def forget_fact(store: Store, identity: str, fact_id: str, out: TextIO) ->
     """Forget one remembered fact of a person (or ``all``), with its delta."""
     user = await _user(store, identity)
     record = await store.get_person(user.id)
+    person = person_of(record.value)
     try:
         if fact_id.lower() == "all":
-            value, change = forget_all(record.value or empty_person())
+            value, change = forget_all(person)
         else:
-            value, change = forget(record.value or empty_person(), fact_id)
+            value, change = forget(person, fact_id)
     except PersonError as exc:
         raise ConfigError(f"{exc} Nothing was forgotten.") from None
     if not change.count:  # "all" with nothing remembered: nothing to store
@@ -272,7 +274,7 @@ async def forget_fact(store: Store, identity: str, fact_id: str, out: TextIO) ->
         action=Action(type="forget", params={"fact_id": fact_id}),
         result=ResultMeta(count=change.count, fields=change.fields),
     )
-    await store.update_person(user.id, value, spec, expected_step=record.step)
+    await store.update_person(user.id, dict(value), spec, expected_step=record.step)
     print(f"forgot {change.count} fact(s) of {user.identity!r}", file=out)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -153,7 +154,7 @@ class LifecycleMethods(RepositoryBase):
     async def update_person(
         self,
         user_id: str,
-        value: dict[str, Any],
+        value: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -83,7 +83,7 @@ class WriteMethods(RepositoryBase):
         self,
         session_id: str,
         zone: Zone | None,
-        value: dict[str, Any] | None,
+        value: Mapping[str, Any] | None,
         delta: DeltaSpec,
         expected_step: int | None,
     ) -> tuple[StateRecord, Delta]:
@@ -96,7 +96,7 @@ class WriteMethods(RepositoryBase):
     async def update_data(
         self,
         session_id: str,
-        data: dict[str, Any],
+        data: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,
@@ -106,7 +106,7 @@ class WriteMethods(RepositoryBase):
     async def update_template(
         self,
         session_id: str,
-        template: dict[str, Any],
+        template: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,
@@ -116,7 +116,7 @@ class WriteMethods(RepositoryBase):
     async def update_view(
         self,
         session_id: str,
-        view: dict[str, Any],
+        view: Mapping[str, Any],
         delta: DeltaSpec,
         *,
         expected_step: int | None = None,

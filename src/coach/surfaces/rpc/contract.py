@@ -9,6 +9,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...state.shapes import Fact
+
 MAX_REQUEST_BYTES: Final = 4_096
 """Bytes (UTF-8) a request payload may have; a larger one is refused with 413."""
 MAX_RESPONSE_BYTES: Final = 15_000
@@ -234,14 +236,6 @@ class InterruptResponse(RpcResponse):
     interrupted: bool = Field(
         description="False: nothing was being said, or the reply cannot be interrupted."
     )
-
-
-class Fact(RpcResponse):
-    """One thing the person agreed coach may remember."""
-
-    id: str
-    topic: str
-    text: str
 
 
 class GetProfileRequest(RpcRequest):

@@ -12,7 +12,7 @@ from ...errors import (
     InvalidWrite,
 )
 from ...state.design import DesignError
-from ...state.view import focus
+from ...state.view import focus, new_view
 from ...state.zones import Action, Zone
 from ...store import clean_text
 from .contract import (
@@ -142,8 +142,10 @@ async def focus_item(call: Call, request: FocusRequest) -> FocusResponse:
     if state.session_id is None:
         raise rtc.RpcError(409, "No design session is active yet.")
     item = clean_text(request.item)  # echoed in errors and stored: valid UTF-8 only
+    # No agent has shown the board yet: the view starts where the conversation is.
+    shown = state.view or new_view(call.userdata.current_agent, call.userdata.current_phase_id)
     try:
-        view, change = focus(state.view, state.data, item)
+        view, change = focus(shown, state.data, item)
     except DesignError as exc:
         raise rtc.RpcError(404, str(exc)) from None
     except InvalidWrite as exc:

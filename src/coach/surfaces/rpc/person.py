@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from ...agents.base import CoachAgentBase
 from ...conversation.userdata import UserData
 from ...state.person import PersonError, forget, forget_all
+from ...state.shapes import Fact
 from ...state.zones import Action
 from ...store import clean_text
 from ..sessions import export_person
@@ -21,7 +22,6 @@ from .contract import (
     MAX_RESPONSE_BYTES,
     ExportMyDataRequest,
     ExportMyDataResponse,
-    Fact,
     ForgetMeRequest,
     ForgetMeResponse,
     ForgetRequest,
@@ -42,7 +42,7 @@ async def _known(call: Call) -> UserData:
 
 
 def _facts(userdata: UserData) -> list[Fact]:
-    return [Fact.model_validate(f) for f in userdata.person.get("facts") or []]
+    return list(userdata.person["facts"])
 
 
 @method("coach.get_profile", GetProfileRequest, GetProfileResponse)
