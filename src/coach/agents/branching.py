@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool, llm
 
-from ..conversation.userdata import FLUSH_BEFORE_LOAD, UserData
+from ..conversation.userdata import UserData
 from ..errors import BranchRefused, SessionNotFound
 from ..store import MessageRecord, clean_text
 from .base import CoachAgentBase, needs_notes
@@ -138,7 +138,7 @@ class Branching(CoachAgentBase):
     async def _branch_before(
         self, userdata: UserData, source: str, described: str
     ) -> tuple[CoachAgentBase, str]:
-        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
+        async with asyncio.timeout(userdata.flush_before_load):
             await userdata.recorder.flush()  # the open session's latest turns
         assert userdata.user_id is not None
         if await userdata.store.get_session(source, user_id=userdata.user_id) is None:

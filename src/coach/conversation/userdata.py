@@ -69,6 +69,8 @@ class UserData:
     """What ``load_state`` restored, kept so the next agent can rebuild its context."""
     stored_steps: int = 0
     """How many memory steps the resumed session had stored (new ones append after)."""
+    flush_before_load: float = FLUSH_BEFORE_LOAD
+    """Seconds a load or branch waits for this process's queued writes to be stored."""
     max_resume_pairs: int = 25
     max_history_tokens: int = 100_000
     max_history_lines: int = 50_000
@@ -288,7 +290,7 @@ class UserData:
             TimeoutError: queued writes could not be stored in time; nothing changed.
         """
         assert self.user_id is not None, "identify the user before branching"
-        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
+        async with asyncio.timeout(self.flush_before_load):
             await self.recorder.flush()  # the source as this process last saw it
         source = await self.store.get_session(session_id, user_id=self.user_id)
         if source is None:
@@ -338,7 +340,7 @@ class UserData:
         assert self.user_id is not None
         # Writes this process still has queued for the session (a reconnect right after a
         # disconnect) must be stored before its state and step are read back.
-        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
+        async with asyncio.timeout(self.flush_before_load):
             await self.recorder.flush()
         result = await self.store.resume_session(
             session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
