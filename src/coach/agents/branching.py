@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool, llm
 
 from ..conversation.userdata import UserData
-from ..errors import BranchRefused, SessionNotFound
+from ..errors import BranchRefused, SavingBehind, SessionNotFound
 from ..store import MessageRecord, clean_text
 from .base import CoachAgentBase, needs_notes
 from .restore import resumed_agent
@@ -116,7 +115,7 @@ class Branching(CoachAgentBase):
             raise ToolError(f"{exc} Tell the user so in plain words.") from None
         except SessionNotFound:
             raise ToolError("No such session. Use an id identify_user listed.") from None
-        except TimeoutError:
+        except SavingBehind:
             raise ToolError(
                 "Saving is still catching up, so the branch cannot be made yet. Ask the "
                 "user to try again in a moment."
@@ -138,8 +137,7 @@ class Branching(CoachAgentBase):
     async def _branch_before(
         self, userdata: UserData, source: str, described: str
     ) -> tuple[CoachAgentBase, str]:
-        async with asyncio.timeout(userdata.flush_before_load):
-            await userdata.recorder.flush()  # the open session's latest turns
+        await userdata.catch_up()  # the open session's latest turns
         assert userdata.user_id is not None
         if await userdata.store.get_session(source, user_id=userdata.user_id) is None:
             raise SessionNotFound(source)

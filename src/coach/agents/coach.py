@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from livekit.agents import RunContext, ToolError, function_tool
 
 from ..conversation.userdata import UserData
-from ..errors import InvalidWrite, ResumeError, StorageError
+from ..errors import InvalidWrite, ResumeError, SavingBehind, StorageError
 from ..state import design
 from ..store import SessionRecord, clean_text, session_tree
 from .base import CoachAgentBase, agent_for, needs_notes
@@ -194,7 +194,7 @@ class DesignCoach(PersonMemory, Branching):
             raise ToolError(
                 f"{exc}. Explain this to the user in plain words and offer to start fresh."
             ) from None
-        except TimeoutError:
+        except SavingBehind:
             raise ToolError(
                 "Saving is still catching up, so the session cannot be loaded yet. Ask the "
                 "user to say continue again in a moment."

@@ -20,7 +20,7 @@ from .. import metrics
 from ..agents import CoachAgentBase, DesignCoach
 from ..agents.coach import LISTED
 from ..agents.restore import resumed_agent
-from ..errors import ResumeError
+from ..errors import ResumeError, SavingBehind
 from ..persistence import open_repository
 from ..prompts import PromptBook, load_prompts
 from ..settings import Settings
@@ -162,7 +162,7 @@ class Runtime:
         userdata.user_name = userdata.user_name or user.display_name
         try:
             result = await userdata.load_state(found.id)
-        except (ResumeError, TimeoutError) as exc:
+        except (ResumeError, SavingBehind) as exc:
             logger.warning("room session cannot be continued", extra={"error": type(exc).__name__})
             return self.first_agent(userdata)
         # What the conversation may search or load from: as the coach would have listed it.

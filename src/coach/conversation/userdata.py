@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import metrics
-from ..errors import BranchRefused, NoOpenSession, SessionNotFound, StaleWrite
+from ..errors import BranchRefused, NoOpenSession, SavingBehind, SessionNotFound, StaleWrite
 from ..prompts import AgentKind, Phase, PromptBook
 from ..state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
 from ..state.brief import BriefInput, PhaseDecision, render_brief
@@ -278,6 +278,19 @@ class UserData:
 
     # --- sessions ------------------------------------------------------------------
 
+    async def catch_up(self) -> None:
+        """Wait until what this process has queued is stored — a load or a branch reads
+        it back — for at most :attr:`flush_before_load` seconds.
+
+        Raises:
+            SavingBehind: it was not stored in time (the database is slow or away).
+        """
+        try:
+            async with asyncio.timeout(self.flush_before_load):
+                await self.recorder.flush()
+        except TimeoutError:
+            raise SavingBehind(self.flush_before_load) from None
+
     async def branch(
         self, session_id: str, phase_id: str | None = None, *, after_message: int | None = None
     ) -> ResumeResult:
@@ -287,11 +300,10 @@ class UserData:
         Raises:
             SessionNotFound: not this user's session (the same answer as unknown).
             BranchRefused: that phase cannot be branched from (words for the user).
-            TimeoutError: queued writes could not be stored in time; nothing changed.
+            SavingBehind: queued writes could not be stored in time; nothing changed.
         """
         assert self.user_id is not None, "identify the user before branching"
-        async with asyncio.timeout(self.flush_before_load):
-            await self.recorder.flush()  # the source as this process last saw it
+        await self.catch_up()  # the source as this process last saw it
         source = await self.store.get_session(session_id, user_id=self.user_id)
         if source is None:
             raise SessionNotFound(session_id)
@@ -329,7 +341,7 @@ class UserData:
         Raises:
             ResumeError: the session is unknown, not this user's, finished, or has
                 nothing to resume (the message is meant for the user).
-            TimeoutError: this process's queued writes could not be stored in time
+            SavingBehind: this process's queued writes could not be stored in time
                 (the database is unavailable); nothing changed.
         """
         assert self.user_id is not None, "identify the user before loading a session"
@@ -340,8 +352,7 @@ class UserData:
         assert self.user_id is not None
         # Writes this process still has queued for the session (a reconnect right after a
         # disconnect) must be stored before its state and step are read back.
-        async with asyncio.timeout(self.flush_before_load):
-            await self.recorder.flush()
+        await self.catch_up()
         result = await self.store.resume_session(
             session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
         )

@@ -43,10 +43,7 @@ async def resume_session(call: Call, request: ResumeSessionRequest) -> ResumeSes
     if userdata.session_id == found.id:
         raise rtc.RpcError(409, "This session is already open.")
     userdata.user_id = found.user_id
-    try:
-        result = await userdata.load_state(found.id)
-    except TimeoutError:
-        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
+    result = await userdata.load_state(found.id)
     agent = resumed_agent(userdata, result, current=session.current_agent.chat_ctx)
     session.update_agent(agent)
     return ResumeSessionResponse(
@@ -77,8 +74,6 @@ async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSes
         )
     except BranchRefused as exc:
         raise rtc.RpcError(409, clean_text(str(exc))) from None
-    except TimeoutError:
-        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
     agent = resumed_agent(userdata, result, current=current)
     session.update_agent(agent)
     return BranchSessionResponse(

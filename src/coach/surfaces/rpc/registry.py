@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from ...conversation.userdata import UserData
 from ...errors import (
     ResumeError,
+    SavingBehind,
     SessionNotFound,
     StaleWrite,
     StorageError,
@@ -111,6 +112,8 @@ async def invoke(
         raise rtc.RpcError(409, clean_text(str(exc))) from None
     except StorageError:
         raise rtc.RpcError(503, "The database is unavailable; try again.") from None
+    except SavingBehind:
+        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
     except Exception:
         logger.exception("RPC %s failed", name)
         raise rtc.RpcError(500, "Internal error.") from None
