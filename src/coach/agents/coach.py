@@ -15,7 +15,7 @@ from ..store import SessionRecord, clean_text, session_tree
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
 from .memory import PersonMemory
-from .restore import resumed_agent
+from .restore import resume_into
 
 logger = logging.getLogger("coach.agents")
 
@@ -188,7 +188,7 @@ class DesignCoach(PersonMemory, Branching):
         if session_id is None:
             raise ToolError("No session is selected. Call select_session_to_load first.")
         try:
-            result = await userdata.load_state(session_id)
+            resumed = await resume_into(userdata, session_id, current=self.chat_ctx)
         except ResumeError as exc:
             userdata.pending_session_id = None
             raise ToolError(
@@ -199,11 +199,7 @@ class DesignCoach(PersonMemory, Branching):
                 "Saving is still catching up, so the session cannot be loaded yet. Ask the "
                 "user to say continue again in a moment."
             ) from None
-        logger.info(
-            "session resumed",
-            extra={"session_id": session_id, "next_phase": result.next_phase_id},
-        )
-        return resumed_agent(userdata, result, current=self.chat_ctx)
+        return resumed.agent
 
     @function_tool
     @needs_notes

@@ -291,6 +291,19 @@ class UserData:
         except TimeoutError:
             raise SavingBehind(self.flush_before_load) from None
 
+    async def owned_session(self, session_id: str) -> SessionRecord:
+        """This user's session ``session_id``, read with the user's id: another user's
+        session is as unknown as a missing one.
+
+        Raises:
+            SessionNotFound: no such session of this user.
+        """
+        assert self.user_id is not None, "identify the user before reading a session"
+        found = await self.store.get_session(session_id, user_id=self.user_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return found
+
     async def branch(
         self, session_id: str, phase_id: str | None = None, *, after_message: int | None = None
     ) -> ResumeResult:
@@ -302,11 +315,8 @@ class UserData:
             BranchRefused: that phase cannot be branched from (words for the user).
             SavingBehind: queued writes could not be stored in time; nothing changed.
         """
-        assert self.user_id is not None, "identify the user before branching"
         await self.catch_up()  # the source as this process last saw it
-        source = await self.store.get_session(session_id, user_id=self.user_id)
-        if source is None:
-            raise SessionNotFound(session_id)
+        await self.owned_session(session_id)
         if after_message is not None:
             branch = await self.store.branch_session(session_id, after_message=after_message)
             return await self.load_state(branch.id)
