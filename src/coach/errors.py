@@ -12,6 +12,7 @@ Every error coach raises on purpose derives from :class:`CoachError`::
     ├── CorruptBlob            a stored value failed its signature, authentication or allow-list
     ├── PersonErased           a person's data key is destroyed: what a copy holds is unreadable
     ├── NoOpenSession          a phase was started or ended with no session open
+    ├── NotIdentified          a session or the person was read or written for no one
     ├── SavingBehind           saving is catching up: a load or branch cannot read back yet
     ├── BranchRefused          a session cannot be branched there (message is user-facing)
     └── ResumeError            a session cannot be resumed (message is user-facing)
@@ -122,6 +123,19 @@ class NoOpenSession(CoachError):
         super().__init__(f"No session is open to {action} in.")
 
     def __reduce__(self) -> tuple[type[NoOpenSession], tuple[str]]:
+        return (type(self), (self.action,))
+
+
+class NotIdentified(CoachError):
+    """Raised when a session is read, loaded or branched, or the person's record written,
+    while no user is identified (before ``identify_user``, or after they were erased):
+    a read without a user id would not be limited to one user's sessions."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        super().__init__(f"No user is identified yet: cannot {action}.")
+
+    def __reduce__(self) -> tuple[type[NotIdentified], tuple[str]]:
         return (type(self), (self.action,))
 
 

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from coach.agents import DesignStrategist
 from coach.conversation.runtime import Runtime
 from coach.conversation.userdata import UserData
-from coach.errors import BranchRefused, SessionNotFound
+from coach.errors import BranchRefused, NotIdentified, SessionNotFound
 from coach.store import ClosePhase
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, call, say
@@ -230,6 +230,21 @@ async def test_someone_elses_session_is_not_found_whatever_the_phase(runtime: Ru
     with pytest.raises(SessionNotFound):
         await userdata.branch("f" * 32, "define")
     assert len(await runtime.store.get_user_sessions(userdata.user_id)) == 0
+
+
+async def test_no_session_is_read_loaded_or_branched_for_no_one(runtime: Runtime) -> None:
+    # Without a user id a read would not be filtered by owner: a coach error refuses it,
+    # whatever the interpreter's flags (python -O drops an assert).
+    foreign = await new_session_with_phases(runtime, "bob", 3)
+    userdata = runtime.new_userdata(identity=OWNER)
+    for attempt in (
+        userdata.owned_session(foreign),
+        userdata.load_state(foreign),
+        userdata.branch(foreign, "define"),
+    ):
+        with pytest.raises(NotIdentified):
+            await attempt
+    assert userdata.session_id is None and userdata.resumed is None
 
 
 @pytest.mark.parametrize("where", [{"phase_id": "define"}, {"before": "observation"}])

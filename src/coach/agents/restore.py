@@ -107,6 +107,7 @@ async def resume_into(
             nothing to resume; the message is meant for the user.
         BranchRefused: that point cannot be branched from (words for the user).
         SavingBehind: what this process queued was not stored in time; nothing changed.
+        NotIdentified: no user is identified (every caller identifies one first).
     """
     if branch is None:
         result = await userdata.load_state(session_id)

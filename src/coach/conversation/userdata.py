@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import metrics
-from ..errors import BranchRefused, NoOpenSession, SavingBehind, SessionNotFound, StaleWrite
+from ..errors import (
+    BranchRefused,
+    NoOpenSession,
+    NotIdentified,
+    SavingBehind,
+    SessionNotFound,
+    StaleWrite,
+)
 from ..prompts import AgentKind, Phase, PromptBook
 from ..state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
 from ..state.brief import BriefInput, PhaseDecision, render_brief
@@ -248,8 +255,9 @@ class UserData:
         Raises:
             StaleWrite: another conversation of this person changed it first (this
                 object then holds the stored record; nothing of this change was kept).
+            NotIdentified: no user is identified.
         """
-        assert self.user_id is not None, "identify the user before remembering"
+        user_id = self.identified("change what is remembered")
         turn = self.state.turn
         spec = DeltaSpec(
             turn_id=turn.turn_id,
@@ -263,13 +271,23 @@ class UserData:
         )
         try:
             record, delta = await self.store.update_person(
-                self.user_id, dict(value), spec, expected_step=self.person_step
+                user_id, dict(value), spec, expected_step=self.person_step
             )
         except StaleWrite:
             await self.load_person()
             raise
         self.person, self.person_step = record.value, record.step
         return delta
+
+    def identified(self, action: str) -> str:
+        """The identified user's id.
+
+        Raises:
+            NotIdentified: no user is identified (``action`` says what needed one).
+        """
+        if self.user_id is None:
+            raise NotIdentified(action)
+        return self.user_id
 
     def next_agent_kind(self) -> AgentKind:
         """Which agent should own the conversation given what is completed."""
@@ -297,9 +315,10 @@ class UserData:
 
         Raises:
             SessionNotFound: no such session of this user.
+            NotIdentified: no user is identified.
         """
-        assert self.user_id is not None, "identify the user before reading a session"
-        found = await self.store.get_session(session_id, user_id=self.user_id)
+        user_id = self.identified("read a session")
+        found = await self.store.get_session(session_id, user_id=user_id)
         if found is None:
             raise SessionNotFound(session_id)
         return found
@@ -314,6 +333,7 @@ class UserData:
             SessionNotFound: not this user's session (the same answer as unknown).
             BranchRefused: that phase cannot be branched from (words for the user).
             SavingBehind: queued writes could not be stored in time; nothing changed.
+            NotIdentified: no user is identified.
         """
         await self.catch_up()  # the source as this process last saw it
         await self.owned_session(session_id)
@@ -353,18 +373,18 @@ class UserData:
                 nothing to resume (the message is meant for the user).
             SavingBehind: this process's queued writes could not be stored in time
                 (the database is unavailable); nothing changed.
+            NotIdentified: no user is identified.
         """
-        assert self.user_id is not None, "identify the user before loading a session"
+        user_id = self.identified("load a session")
         with metrics.RESUME_LATENCY.time():
-            return await self._load(session_id)
+            return await self._load(session_id, user_id)
 
-    async def _load(self, session_id: str) -> ResumeResult:
-        assert self.user_id is not None
+    async def _load(self, session_id: str, user_id: str) -> ResumeResult:
         # Writes this process still has queued for the session (a reconnect right after a
         # disconnect) must be stored before its state and step are read back.
         await self.catch_up()
         result = await self.store.resume_session(
-            session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
+            session_id, user_id=user_id, max_pairs=self.max_resume_pairs
         )
 
         self.resumed = result
