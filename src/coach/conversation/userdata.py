@@ -280,11 +280,7 @@ class UserData:
         return delta
 
     def identified(self, action: str) -> str:
-        """The identified user's id.
-
-        Raises:
-            NotIdentified: no user is identified (``action`` says what needed one).
-        """
+        """The identified user's id (``NotIdentified``, naming ``action``, if none is)."""
         if self.user_id is None:
             raise NotIdentified(action)
         return self.user_id
@@ -377,16 +373,12 @@ class UserData:
         """
         user_id = self.identified("load a session")
         with metrics.RESUME_LATENCY.time():
-            return await self._load(session_id, user_id)
-
-    async def _load(self, session_id: str, user_id: str) -> ResumeResult:
-        # Writes this process still has queued for the session (a reconnect right after a
-        # disconnect) must be stored before its state and step are read back.
-        await self.catch_up()
-        result = await self.store.resume_session(
-            session_id, user_id=user_id, max_pairs=self.max_resume_pairs
-        )
-
+            # Writes this process still has queued for the session (a reconnect right
+            # after a disconnect) must be stored before its state and step are read back.
+            await self.catch_up()
+            result = await self.store.resume_session(
+                session_id, user_id=user_id, max_pairs=self.max_resume_pairs
+            )
         self.resumed = result
         self.stored_steps = result.stored_steps
         self.state.attach(session_id, result.state)
