@@ -12,6 +12,8 @@ Every error coach raises on purpose derives from :class:`CoachError`::
     ├── CorruptBlob            a stored value failed its signature, authentication or allow-list
     ├── PersonErased           a person's data key is destroyed: what a copy holds is unreadable
     ├── NoOpenSession          a phase was started or ended with no session open
+    ├── NotIdentified          a session or the person was read or written for no one
+    ├── SavingBehind           saving is catching up: a load or branch cannot read back yet
     ├── BranchRefused          a session cannot be branched there (message is user-facing)
     └── ResumeError            a session cannot be resumed (message is user-facing)
         ├── SessionNotFound    unknown id, or not this user's (indistinguishable)
@@ -122,6 +124,33 @@ class NoOpenSession(CoachError):
 
     def __reduce__(self) -> tuple[type[NoOpenSession], tuple[str]]:
         return (type(self), (self.action,))
+
+
+class NotIdentified(CoachError):
+    """Raised when a session is read, loaded or branched, or the person's record written,
+    while no user is identified (before ``identify_user``, or after they were erased):
+    a read without a user id would not be limited to one user's sessions."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        super().__init__(f"No user is identified yet: cannot {action}.")
+
+    def __reduce__(self) -> tuple[type[NotIdentified], tuple[str]]:
+        return (type(self), (self.action,))
+
+
+class SavingBehind(CoachError):
+    """Raised when a load, branch or reconnect must first store what this process still
+    has queued, and the database did not take it within the deadline (``seconds``):
+    saving is still catching up. Nothing changed; the same request may work in a moment.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"Queued writes were not stored within {seconds:g} s.")
+
+    def __reduce__(self) -> tuple[type[SavingBehind], tuple[float]]:
+        return (type(self), (self.seconds,))
 
 
 class BranchRefused(CoachError):

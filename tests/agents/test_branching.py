@@ -18,7 +18,7 @@ from sqlalchemy import text
 from coach.agents import DesignStrategist
 from coach.conversation.runtime import Runtime
 from coach.conversation.userdata import UserData
-from coach.errors import BranchRefused, SessionNotFound
+from coach.errors import BranchRefused, NotIdentified, SessionNotFound
 from coach.store import ClosePhase
 from coach.surfaces.rpc import invoke
 from coach.testing import ScriptedLLM, call, say
@@ -237,6 +237,40 @@ async def test_someone_elses_session_is_not_found_whatever_the_phase(runtime: Ru
     with pytest.raises(SessionNotFound):
         await userdata.branch("f" * 32, "define")
     assert len(await runtime.store.get_user_sessions(userdata.user_id)) == 0
+
+
+async def test_no_session_is_read_loaded_or_branched_for_no_one(runtime: Runtime) -> None:
+    # Without a user id a read would not be filtered by owner: a coach error refuses it,
+    # whatever the interpreter's flags (python -O drops an assert).
+    foreign = await new_session_with_phases(runtime, "bob", 3)
+    userdata = runtime.new_userdata(identity=OWNER)
+    for attempt in (
+        userdata.owned_session(foreign),
+        userdata.load_state(foreign),
+        userdata.branch(foreign, "define"),
+    ):
+        with pytest.raises(NotIdentified):
+            await attempt
+    assert userdata.session_id is None and userdata.resumed is None
+
+
+@pytest.mark.parametrize("where", [{"phase_id": "define"}, {"before": "observation"}])
+async def test_the_tool_reads_the_session_with_the_users_id_by_phase_or_by_words(
+    runtime: Runtime, where: dict[str, str]
+) -> None:
+    foreign = await new_session_with_phases(runtime, "bob", 3)
+    session, model = await visit(runtime)
+    # Only select_session_to_load marks a session, and it reads with the user's id; the
+    # branch reads again with it, whatever put the id there.
+    session.userdata.pending_session_id = foreign
+    model.extend([call("branch_session", **where), say("No such session.")])
+    result: RunResult[None] = await session.run(user_input="Go back in that session")
+    output = result.expect.next_event(type="function_call_output").event().item
+    assert output.is_error and output.output == "No such session. Use an id identify_user listed."
+    assert session.userdata.session_id is None
+    await closed(runtime, session)
+    bob = await runtime.store.find_user("bob")
+    assert bob is not None and len(await runtime.store.get_user_sessions(bob.id)) == 1
 
 
 async def test_the_last_phase_cannot_be_branched(runtime: Runtime) -> None:

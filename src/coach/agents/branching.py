@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 
 from livekit.agents import RunContext, ToolError, function_tool, llm
 
-from ..conversation.userdata import FLUSH_BEFORE_LOAD, UserData
-from ..errors import BranchRefused, SessionNotFound
+from ..conversation.userdata import UserData
+from ..errors import BranchRefused, SavingBehind, SessionNotFound
 from ..store import MessageRecord, clean_text
 from .base import CoachAgentBase, needs_notes
-from .restore import resumed_agent
+from .restore import BranchPoint, resume_into
 
 _STOP = frozenset(
     "a an and back before go the to we us it of on in at that this was were our "
@@ -107,21 +106,24 @@ class Branching(CoachAgentBase):
             )
         if (phase_id is None) == (before is None):
             raise ToolError("Give either phase_id or before (the words of the moment), not both.")
+        told: str | None = None  # what the model is told beside the handoff
         try:
             if before is not None:
-                return await self._branch_before(userdata, source, clean_text(before))
-            phase = clean_text(phase_id or "").strip().lower()
-            result = await userdata.branch(source, phase)
+                point, told = await self._moment_before(userdata, source, clean_text(before))
+            else:
+                point = BranchPoint(phase_id=clean_text(phase_id or "").strip().lower())
+            current = self._visit_ctx(userdata, source)
+            branched = await resume_into(userdata, source, current=current, branch=point)
         except BranchRefused as exc:
             raise ToolError(f"{exc} Tell the user so in plain words.") from None
         except SessionNotFound:
             raise ToolError("No such session. Use an id identify_user listed.") from None
-        except TimeoutError:
+        except SavingBehind:
             raise ToolError(
                 "Saving is still catching up, so the branch cannot be made yet. Ask the "
                 "user to try again in a moment."
             ) from None
-        return resumed_agent(userdata, result, current=self._visit_ctx(userdata, source))
+        return branched.agent if told is None else (branched.agent, told)
 
     def _visit_ctx(self, userdata: UserData, source: str) -> llm.ChatContext:
         """What of this visit the branch's agent carries on with: all of it, or — when
@@ -135,20 +137,15 @@ class Branching(CoachAgentBase):
         ]
         return llm.ChatContext(items[users[-1] :] if users else [])
 
-    async def _branch_before(
+    async def _moment_before(
         self, userdata: UserData, source: str, described: str
-    ) -> tuple[CoachAgentBase, str]:
-        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
-            await userdata.recorder.flush()  # the open session's latest turns
-        assert userdata.user_id is not None
-        if await userdata.store.get_session(source, user_id=userdata.user_id) is None:
-            raise SessionNotFound(source)
+    ) -> tuple[BranchPoint, str]:
+        """Where "before <described>" is in ``source``, and what to tell the model of it."""
+        await userdata.catch_up()  # the open session's latest turns
+        await userdata.owned_session(source)  # read with the user's id, as every load is
         messages = await userdata.store.get_session_conversation(source)
         kept = message_before(messages, described, asking_now=source == userdata.session_id)
-        current = self._visit_ctx(userdata, source)
-        result = await userdata.branch(source, after_message=kept.id)
-        agent = resumed_agent(userdata, result, current=current)
-        return agent, (
+        return BranchPoint(after_message=kept.id), (
             f"Branched to just before {described!r}: the branch ends with "
             f"{kept.role} saying {_quote(kept.content)!r}. Tell the user where you are now."
         )

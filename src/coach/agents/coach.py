@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from livekit.agents import RunContext, ToolError, function_tool
 
 from ..conversation.userdata import UserData
-from ..errors import InvalidWrite, ResumeError, StorageError
+from ..errors import InvalidWrite, ResumeError, SavingBehind, StorageError
 from ..state import design
 from ..store import SessionRecord, clean_text, session_tree
 from .base import CoachAgentBase, agent_for, needs_notes
 from .branching import Branching
 from .memory import PersonMemory
-from .restore import resumed_agent
+from .restore import resume_into
 
 logger = logging.getLogger("coach.agents")
 
@@ -188,22 +188,18 @@ class DesignCoach(PersonMemory, Branching):
         if session_id is None:
             raise ToolError("No session is selected. Call select_session_to_load first.")
         try:
-            result = await userdata.load_state(session_id)
+            resumed = await resume_into(userdata, session_id, current=self.chat_ctx)
         except ResumeError as exc:
             userdata.pending_session_id = None
             raise ToolError(
                 f"{exc}. Explain this to the user in plain words and offer to start fresh."
             ) from None
-        except TimeoutError:
+        except SavingBehind:
             raise ToolError(
                 "Saving is still catching up, so the session cannot be loaded yet. Ask the "
                 "user to say continue again in a moment."
             ) from None
-        logger.info(
-            "session resumed",
-            extra={"session_id": session_id, "next_phase": result.next_phase_id},
-        )
-        return resumed_agent(userdata, result, current=self.chat_ctx)
+        return resumed.agent
 
     @function_tool
     @needs_notes

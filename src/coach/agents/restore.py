@@ -1,8 +1,11 @@
-"""Rebuilding an agent's chat context from a resumed session."""
+"""Into a stored session: :func:`resume_into` loads it (or a branch of it) and gives the
+agent that continues it, its chat context rebuilt from what was stored."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from livekit.agents import llm
 
@@ -67,9 +70,55 @@ def restored_chat_ctx(result: ResumeResult, *, current: llm.ChatContext) -> llm.
     return llm.ChatContext(items)
 
 
-def resumed_agent(
-    userdata: UserData, result: ResumeResult, *, current: llm.ChatContext
-) -> CoachAgentBase:
-    """The agent that continues a session ``userdata`` just loaded, its context restored."""
+@dataclass(frozen=True)
+class BranchPoint:
+    """Where a branch starts: after a completed phase, or after the turn of a
+    conversation row (exactly one of the two)."""
+
+    phase_id: str | None = None
+    after_message: int | None = None
+
+
+class Resumed(NamedTuple):
+    """A session loaded into the conversation, and the agent that continues it."""
+
+    agent: CoachAgentBase
+    result: ResumeResult
+
+
+async def resume_into(
+    userdata: UserData,
+    session_id: str,
+    *,
+    current: llm.ChatContext,
+    branch: BranchPoint | None = None,
+) -> Resumed:
+    """Load the user's session ``session_id`` into ``userdata`` — or, with ``branch``, a
+    new branch of it from that point — and give the agent of its next phase, whose chat
+    context is the stored conversation followed by ``current`` (what of this visit
+    carries over is the caller's to say).
+
+    Every way into a stored session comes through here: the load and branch tools, the
+    room's resume and branch methods, and a reconnect. The session is read with the
+    user's id, so another user's session is as unknown as a missing one.
+
+    Raises:
+        ResumeError: unknown or not this user's (``SessionNotFound``), finished, or
+            nothing to resume; the message is meant for the user.
+        BranchRefused: that point cannot be branched from (words for the user).
+        SavingBehind: what this process queued was not stored in time; nothing changed.
+        NotIdentified: no user is identified (every caller identifies one first).
+    """
+    if branch is None:
+        result = await userdata.load_state(session_id)
+    else:
+        result = await userdata.branch(
+            session_id, branch.phase_id, after_message=branch.after_message
+        )
+    where = {"session_id": result.session.id, "next_phase": result.next_phase_id}
+    if branch is not None:
+        where["branch_of"] = session_id
+    logger.info("session resumed", extra=where)
     chat_ctx = restored_chat_ctx(result, current=current)
-    return agent_for(userdata.next_agent_kind())(userdata, chat_ctx=chat_ctx, resumed=True)
+    agent = agent_for(userdata.next_agent_kind())(userdata, chat_ctx=chat_ctx, resumed=True)
+    return Resumed(agent, result)

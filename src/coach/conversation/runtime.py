@@ -19,8 +19,8 @@ from livekit.agents.voice.events import ErrorEvent
 from .. import metrics
 from ..agents import CoachAgentBase, DesignCoach
 from ..agents.coach import LISTED
-from ..agents.restore import resumed_agent
-from ..errors import ResumeError
+from ..agents.restore import resume_into
+from ..errors import ResumeError, SavingBehind
 from ..persistence import open_repository
 from ..prompts import PromptBook, load_prompts
 from ..settings import Settings
@@ -160,16 +160,18 @@ class Runtime:
             return self.first_agent(userdata)
         userdata.user_id = user.id
         userdata.user_name = userdata.user_name or user.display_name
-        try:
-            result = await userdata.load_state(found.id)
-        except (ResumeError, TimeoutError) as exc:
-            logger.warning("room session cannot be continued", extra={"error": type(exc).__name__})
-            return self.first_agent(userdata)
-        # What the conversation may search or load from: as the coach would have listed it.
+        # What the conversation may search or load from (as the coach would have listed
+        # it), and what is remembered of the person: read before the agent is made, whose
+        # instructions hold them.
         userdata.past_sessions = tuple(await self.store.get_user_sessions(user.id, limit=LISTED))
         await userdata.load_person()
+        try:
+            resumed = await resume_into(userdata, found.id, current=llm.ChatContext.empty())
+        except (ResumeError, SavingBehind) as exc:
+            logger.warning("room session cannot be continued", extra={"error": type(exc).__name__})
+            return self.first_agent(userdata)
         logger.info("reconnect continues the room's session", extra={"session_id": found.id})
-        return resumed_agent(userdata, result, current=llm.ChatContext.empty())
+        return resumed.agent
 
 
 def _count(session: AgentSession[UserData]) -> None:

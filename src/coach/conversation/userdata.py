@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import metrics
-from ..errors import BranchRefused, NoOpenSession, SessionNotFound, StaleWrite
+from ..errors import (
+    BranchRefused,
+    NoOpenSession,
+    NotIdentified,
+    SavingBehind,
+    SessionNotFound,
+    StaleWrite,
+)
 from ..prompts import AgentKind, Phase, PromptBook
 from ..state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
 from ..state.brief import BriefInput, PhaseDecision, render_brief
@@ -70,6 +77,8 @@ class UserData:
     """What ``load_state`` restored, kept so the next agent can rebuild its context."""
     stored_steps: int = 0
     """How many memory steps the resumed session had stored (new ones append after)."""
+    flush_before_load: float = FLUSH_BEFORE_LOAD
+    """Seconds a load or branch waits for this process's queued writes to be stored."""
     max_resume_pairs: int = 25
     max_history_tokens: int = 100_000
     max_history_lines: int = 50_000
@@ -247,8 +256,9 @@ class UserData:
         Raises:
             StaleWrite: another conversation of this person changed it first (this
                 object then holds the stored record; nothing of this change was kept).
+            NotIdentified: no user is identified.
         """
-        assert self.user_id is not None, "identify the user before remembering"
+        user_id = self.identified("change what is remembered")
         turn = self.state.turn
         spec = DeltaSpec(
             turn_id=turn.turn_id,
@@ -262,7 +272,7 @@ class UserData:
         )
         try:
             record, delta = await self.store.update_person(
-                self.user_id, dict(value), spec, expected_step=self.person_step
+                user_id, dict(value), spec, expected_step=self.person_step
             )
         except StaleWrite:
             await self.load_person()
@@ -270,12 +280,45 @@ class UserData:
         self.person, self.person_step = person_of(record.value), record.step
         return delta
 
+    def identified(self, action: str) -> str:
+        """The identified user's id (``NotIdentified``, naming ``action``, if none is)."""
+        if self.user_id is None:
+            raise NotIdentified(action)
+        return self.user_id
+
     def next_agent_kind(self) -> AgentKind:
         """Which agent should own the conversation given what is completed."""
         phase = self.next_phase()
         return phase.owner if phase is not None else "evaluator"
 
     # --- sessions ------------------------------------------------------------------
+
+    async def catch_up(self) -> None:
+        """Wait until what this process has queued is stored — a load or a branch reads
+        it back — for at most :attr:`flush_before_load` seconds.
+
+        Raises:
+            SavingBehind: it was not stored in time (the database is slow or away).
+        """
+        try:
+            async with asyncio.timeout(self.flush_before_load):
+                await self.recorder.flush()
+        except TimeoutError:
+            raise SavingBehind(self.flush_before_load) from None
+
+    async def owned_session(self, session_id: str) -> SessionRecord:
+        """This user's session ``session_id``, read with the user's id: another user's
+        session is as unknown as a missing one.
+
+        Raises:
+            SessionNotFound: no such session of this user.
+            NotIdentified: no user is identified.
+        """
+        user_id = self.identified("read a session")
+        found = await self.store.get_session(session_id, user_id=user_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return found
 
     async def branch(
         self, session_id: str, phase_id: str | None = None, *, after_message: int | None = None
@@ -286,14 +329,11 @@ class UserData:
         Raises:
             SessionNotFound: not this user's session (the same answer as unknown).
             BranchRefused: that phase cannot be branched from (words for the user).
-            TimeoutError: queued writes could not be stored in time; nothing changed.
+            SavingBehind: queued writes could not be stored in time; nothing changed.
+            NotIdentified: no user is identified.
         """
-        assert self.user_id is not None, "identify the user before branching"
-        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
-            await self.recorder.flush()  # the source as this process last saw it
-        source = await self.store.get_session(session_id, user_id=self.user_id)
-        if source is None:
-            raise SessionNotFound(session_id)
+        await self.catch_up()  # the source as this process last saw it
+        await self.owned_session(session_id)
         if after_message is not None:
             branch = await self.store.branch_session(session_id, after_message=after_message)
             return await self.load_state(branch.id)
@@ -328,23 +368,18 @@ class UserData:
         Raises:
             ResumeError: the session is unknown, not this user's, finished, or has
                 nothing to resume (the message is meant for the user).
-            TimeoutError: this process's queued writes could not be stored in time
+            SavingBehind: this process's queued writes could not be stored in time
                 (the database is unavailable); nothing changed.
+            NotIdentified: no user is identified.
         """
-        assert self.user_id is not None, "identify the user before loading a session"
+        user_id = self.identified("load a session")
         with metrics.RESUME_LATENCY.time():
-            return await self._load(session_id)
-
-    async def _load(self, session_id: str) -> ResumeResult:
-        assert self.user_id is not None
-        # Writes this process still has queued for the session (a reconnect right after a
-        # disconnect) must be stored before its state and step are read back.
-        async with asyncio.timeout(FLUSH_BEFORE_LOAD):
-            await self.recorder.flush()
-        result = await self.store.resume_session(
-            session_id, user_id=self.user_id, max_pairs=self.max_resume_pairs
-        )
-
+            # Writes this process still has queued for the session (a reconnect right
+            # after a disconnect) must be stored before its state and step are read back.
+            await self.catch_up()
+            result = await self.store.resume_session(
+                session_id, user_id=user_id, max_pairs=self.max_resume_pairs
+            )
         self.resumed = result
         self.stored_steps = result.stored_steps
         self.state.attach(session_id, result.state)

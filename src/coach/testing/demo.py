@@ -204,6 +204,7 @@ class _Chat:
             env=env,
             cwd=cwd,  # not the checkout: a developer's .env must not change the demo
         )
+        # Narrows the types only: asyncio sets each pipe asked for with PIPE, as all three are.
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         stderr = asyncio.ensure_future(proc.stderr.read())
         try:
@@ -290,8 +291,7 @@ async def _coach(
         proc.kill()
         await proc.wait()
         raise DemoError(f"python -m coach {' '.join(args)} took over {wait:g} s") from None
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await proc.wait(), out.decode(), err.decode()  # it has exited: at once
 
 
 def this_python() -> str:

@@ -127,11 +127,12 @@ async def _first_visit(
         ],
         None,
     )
-    session_id = call_.session.userdata.session_id
+    session_id: str | None = call_.session.userdata.session_id
     await call_.aclose()
     await runtime.recorder.flush()
-    assert session_id is not None
-    return str(session_id)
+    if session_id is None:
+        raise DemoError("visit 1 ended without a session: the challenge was not captured")
+    return session_id
 
 
 async def _second_visit(
@@ -163,8 +164,10 @@ async def _second_visit(
         [call("load_selected_session"), say("Back in define. Where were we?")],
         None,
     )
-    assert call_.session.userdata.session_id == session_id
+    resumed = call_.session.userdata.session_id
     await call_.aclose()
+    if resumed != session_id:
+        raise DemoError(f"visit 2 did not resume session {session_id} (it has {resumed})")
     await runtime.recorder.flush()
 
 

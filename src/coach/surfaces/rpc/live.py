@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from livekit import rtc
-from livekit.agents import llm
+from livekit.agents import AgentSession, llm
 
-from ...agents.restore import resumed_agent
+from ...agents.restore import BranchPoint, Resumed, resume_into
 from ...conversation.live_state import action_id
-from ...errors import (
-    BranchRefused,
-    InvalidWrite,
-)
+from ...conversation.userdata import UserData
+from ...errors import InvalidWrite
 from ...state.design import DesignError
 from ...state.view import focus, new_view
 from ...state.zones import Action, Zone
-from ...store import clean_text
+from ...store import SessionRecord, clean_text
 from .contract import (
     BranchSessionRequest,
     BranchSessionResponse,
@@ -36,19 +34,11 @@ from .registry import Call, method, owned_session
 async def resume_session(call: Call, request: ResumeSessionRequest) -> ResumeSessionResponse:
     """The tools' select + load in one call: the session is loaded into the live
     conversation and handed to the agent that continues it, which greets with its recap."""
-    userdata, session = call.userdata, call.session
     found = await owned_session(call, request.session_id)
-    if session is None:
-        raise rtc.RpcError(409, "No live conversation to resume into.")
-    if userdata.session_id == found.id:
+    session = _live(call, "resume")
+    if call.userdata.session_id == found.id:
         raise rtc.RpcError(409, "This session is already open.")
-    userdata.user_id = found.user_id
-    try:
-        result = await userdata.load_state(found.id)
-    except TimeoutError:
-        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
-    agent = resumed_agent(userdata, result, current=session.current_agent.chat_ctx)
-    session.update_agent(agent)
+    agent, result = await _hand_over(call, session, found, current=session.current_agent.chat_ctx)
     return ResumeSessionResponse(
         session_id=found.id,
         agent=agent.kind,
@@ -61,26 +51,15 @@ async def resume_session(call: Call, request: ResumeSessionRequest) -> ResumeSes
 async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSessionResponse:
     """Branch one of the caller's sessions (as the ``branch_session`` tool does) and
     continue the branch in the live conversation with the agent of its next phase."""
-    userdata, session = call.userdata, call.session
     found = await owned_session(call, request.session_id)
-    if session is None:
-        raise rtc.RpcError(409, "No live conversation to branch into.")
-    userdata.user_id = found.user_id
+    session = _live(call, "branch")
     # This visit's talk carries on in the branch, unless it is the branched session's own
     # (then it is the source's, after the branch point).
     current = session.current_agent.chat_ctx
-    if found.id == userdata.session_id:
+    if found.id == call.userdata.session_id:
         current = llm.ChatContext.empty()
-    try:
-        result = await userdata.branch(
-            found.id, request.phase_id, after_message=request.after_message_id
-        )
-    except BranchRefused as exc:
-        raise rtc.RpcError(409, clean_text(str(exc))) from None
-    except TimeoutError:
-        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
-    agent = resumed_agent(userdata, result, current=current)
-    session.update_agent(agent)
+    point = BranchPoint(request.phase_id, request.after_message_id)
+    agent, result = await _hand_over(call, session, found, current=current, branch=point)
     return BranchSessionResponse(
         session_id=result.session.id,
         parent_session_id=found.id,
@@ -89,6 +68,29 @@ async def branch_session(call: Call, request: BranchSessionRequest) -> BranchSes
         agent=agent.kind,
         next_phase_id=result.next_phase_id,
     )
+
+
+def _live(call: Call, action: str) -> AgentSession[UserData]:
+    """The live conversation ``action`` (resume, branch) continues in; 409 without one."""
+    if call.session is None:
+        raise rtc.RpcError(409, f"No live conversation to {action} into.")
+    return call.session
+
+
+async def _hand_over(
+    call: Call,
+    session: AgentSession[UserData],
+    found: SessionRecord,
+    *,
+    current: llm.ChatContext,
+    branch: BranchPoint | None = None,
+) -> Resumed:
+    """Load the caller's session ``found`` (or branch it) and swap the live conversation's
+    agent for the one that continues it."""
+    call.userdata.user_id = found.user_id
+    resumed = await resume_into(call.userdata, found.id, current=current, branch=branch)
+    session.update_agent(resumed.agent)
+    return resumed
 
 
 @method("coach.delete_session", DeleteSessionRequest, DeleteSessionResponse)

@@ -93,12 +93,11 @@ async def export_my_data(call: Call, request: ExportMyDataRequest) -> ExportMyDa
             await userdata.recorder.flush()  # what was said so far is in it
         text = StringIO()
         await export_person(userdata.store, user, text)
-        userdata.export = (secrets.token_urlsafe(12), _chunks(text.getvalue()))
+        export = userdata.export = (secrets.token_urlsafe(12), _chunks(text.getvalue()))
         index = 0
     else:
-        index = _cursor_index(userdata, request.cursor)
-    assert userdata.export is not None
-    export_id, chunks = userdata.export
+        export, index = _cursor(userdata, request.cursor)
+    export_id, chunks = export
     last = index + 1 == len(chunks)
     return ExportMyDataResponse(
         chunk=chunks[index],
@@ -108,16 +107,18 @@ async def export_my_data(call: Call, request: ExportMyDataRequest) -> ExportMyDa
     )
 
 
-def _cursor_index(userdata: UserData, cursor: str) -> int:
+def _cursor(userdata: UserData, cursor: str) -> tuple[tuple[str, tuple[str, ...]], int]:
+    """The export ``cursor`` is of (this conversation's current one) and its chunk index."""
     export_id, _, index = cursor.rpartition(".")
+    export = userdata.export
     if (
-        userdata.export is None
-        or not secrets.compare_digest(export_id, userdata.export[0])
+        export is None
+        or not secrets.compare_digest(export_id, export[0])
         or not (index.isascii() and index.isdigit())
-        or not 0 < int(index) < len(userdata.export[1])
+        or not 0 < int(index) < len(export[1])
     ):
         raise rtc.RpcError(404, "No such export chunk; start the export again without a cursor.")
-    return int(index)
+    return export, int(index)
 
 
 def _chunks(text: str) -> tuple[str, ...]:

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ValidationError
 
 from ...conversation.userdata import UserData
 from ...errors import (
+    BranchRefused,
     ResumeError,
+    SavingBehind,
     SessionNotFound,
     StaleWrite,
     StorageError,
@@ -107,10 +109,12 @@ async def invoke(
         raise
     except SessionNotFound:
         raise rtc.RpcError(404, NOT_FOUND) from None
-    except (ResumeError, StaleWrite) as exc:
+    except (ResumeError, BranchRefused, StaleWrite) as exc:
         raise rtc.RpcError(409, clean_text(str(exc))) from None
     except StorageError:
         raise rtc.RpcError(503, "The database is unavailable; try again.") from None
+    except SavingBehind:
+        raise rtc.RpcError(503, "Saving is still catching up; try again in a moment.") from None
     except Exception:
         logger.exception("RPC %s failed", name)
         raise rtc.RpcError(500, "Internal error.") from None
