@@ -18,7 +18,8 @@ Modules: :mod:`.repository` (the façade with the seed names), :mod:`.batch` (th
 write path), one module per aggregate — :mod:`.sessions`, :mod:`.phases`,
 :mod:`.conversation`, :mod:`.memory`, :mod:`.zones`, :mod:`.resume` — and
 :mod:`.schema` (models), :mod:`.sql` (shared statement helpers), :mod:`.engine`
-(engines, transactions, retries), :mod:`.codec` (signed pickle of memory steps),
+(engines, transactions, retries), :mod:`.failures` (which driver errors pass by
+themselves), :mod:`.codec` (signed pickle of memory steps),
 :mod:`.migrate` (Alembic), :mod:`.crypto` (sealing personal fields with each person's
 key), :mod:`.keystore` (the data keys, in a database apart from the data) and
 :mod:`.owners` (whose key seals a session's rows).

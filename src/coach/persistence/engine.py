@@ -43,6 +43,7 @@ from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from ..errors import CoachError, ConfigError, InvalidWrite, StorageError
+from .failures import describe, is_resource_error, is_transient
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
@@ -63,18 +64,6 @@ DEFAULT_TIMEOUT: Final = 5.0
 """Seconds a PostgreSQL call may take in all, retries included (``COACH_DB_TIMEOUT``)."""
 SQLITE_BUSY_TIMEOUT_MS: Final = 15_000
 _WRITE_OPTION: Final = "coach_write"
-_TRANSIENT_SQLSTATES: Final = frozenset(
-    {"40001", "40P01", "55P03", "57P01", "08000", "08003", "08006"}
-)
-_LOCKED_MESSAGES: Final = ("database is locked", "database is busy", "database table is locked")
-_RESOURCE_MESSAGES: Final = (
-    "database or disk is full",
-    "disk i/o error",
-    "readonly database",
-    "unable to open database file",
-)
-"""SQLite failures of the machine, not of the data: they pass once space or write
-access is back, and the connection that saw them is replaced (it may stay read-only)."""
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -182,45 +171,6 @@ def write_engine(engine: AsyncEngine) -> AsyncEngine:
     On SQLite that is ``BEGIN IMMEDIATE``; elsewhere it changes nothing.
     """
     return engine.execution_options(**{_WRITE_OPTION: True})
-
-
-def _sqlstate(exc: BaseException) -> str | None:
-    orig = getattr(exc, "orig", None)
-    for obj in (orig, getattr(orig, "__cause__", None), exc):
-        code = getattr(obj, "sqlstate", None) or getattr(obj, "pgcode", None)
-        if isinstance(code, str):
-            return code
-    return None
-
-
-def is_transient(exc: BaseException, *, committing: bool = False) -> bool:
-    """Return True when retrying the whole transaction may succeed.
-
-    A lost connection during ``COMMIT`` is *not* transient: the commit may have landed,
-    and retrying would write twice.
-    """
-    if isinstance(exc, DBAPIError):
-        text = str(exc.orig).lower() if exc.orig is not None else str(exc).lower()
-        if any(message in text for message in _LOCKED_MESSAGES):
-            return True
-        if _is_resource_error(exc):
-            return not committing
-        state = _sqlstate(exc)
-        if state in ("40001", "40P01"):
-            return True  # serialization failure / deadlock: rolled back, safe to rerun
-        if committing:
-            return False
-        return exc.connection_invalidated or state in _TRANSIENT_SQLSTATES
-    if isinstance(exc, (OSError, TimeoutError)):
-        return not committing
-    return False
-
-
-def _is_resource_error(exc: BaseException) -> bool:
-    """A full disk, an I/O error or a read-only file (see ``_RESOURCE_MESSAGES``)."""
-    orig = getattr(exc, "orig", None) or exc
-    text = str(orig).lower()
-    return any(message in text for message in _RESOURCE_MESSAGES)
 
 
 class _CommitFailed(Exception):
@@ -356,7 +306,7 @@ class Database:
                 )
                 await asyncio.sleep(delay)
                 continue
-            wrapped = StorageError(f"{what} failed: {_describe(exc)}")
+            wrapped = StorageError(f"{what} failed: {describe(exc)}")
             wrapped.transient = is_transient(exc)
             raise wrapped from exc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -374,7 +324,7 @@ class Database:
                     try:
                         return _transact(conn, op, abandoned)
                     except (DBAPIError, _CommitFailed) as exc:
-                        if _is_resource_error(getattr(exc, "error", exc)):
+                        if is_resource_error(getattr(exc, "error", exc)):
                             conn.invalidate()  # the next unit opens a fresh connection
                         raise
 
@@ -412,8 +362,3 @@ def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int) -> Engine:
     engine = _create_sync_engine(url, **kwargs)
     _configure_sqlite(engine, busy_timeout_ms)
     return engine
-
-
-def _describe(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    return f"{type(orig or exc).__name__}: {orig or exc}".splitlines()[0][:300]
