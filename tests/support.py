@@ -5,13 +5,14 @@ type, raw SQL on a repository's database, and the writes only tests make directl
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from coach.conversation.runtime import Runtime
@@ -79,6 +80,11 @@ async def append_steps(
     """Store memory steps at ``start, start + 1, ...`` as the recorder does; the count after."""
     await store.write_batch([AppendSteps(session_id, start, tuple(steps))])
     return start + len(steps)
+
+
+def in_memory(url: str | URL) -> sqlite3.Connection:
+    """A plain sqlite3 connection to the named in-memory database at ``url``."""
+    return sqlite3.connect(f"{make_url(url).database}?vfs=memdb", uri=True)
 
 
 _WAL_AT = text("SELECT file_name, file_offset FROM pg_walfile_name_offset(pg_current_wal_lsn())")

@@ -21,6 +21,10 @@
   are retried a bounded number of times and every driver error is wrapped in
   :class:`~coach.errors.StorageError`, saying whether it may pass by itself.
 * :func:`create_engine` gives the async engine that migrations and tooling use.
+* **In memory** (:func:`is_memory`): a :class:`Database` is one connection for its life.
+  A *named* database (:mod:`.inmemory`) is shared by the process's connections to it;
+  ``sqlite://`` is a new, empty one per connection, so :func:`create_engine` (migrations,
+  tooling) refuses it.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Database",
     "create_engine",
+    "is_memory",
     "is_transient",
     "normalize_url",
     "write_engine",
@@ -74,6 +79,20 @@ def normalize_url(url: str | URL) -> URL:
     elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         parsed = parsed.set(drivername="postgresql+asyncpg")
     return parsed
+
+
+def is_memory(url: str | URL) -> bool:
+    """True for a SQLite database in memory: ``sqlite://``, ``sqlite:///:memory:`` or a
+    URI filename (``?uri=true``) in ``mode=memory`` or on the ``memdb`` VFS."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    if not parsed.database or parsed.database == ":memory:":
+        return True
+    query = parsed.query
+    return query.get("uri") == "true" and (
+        query.get("vfs") == "memdb" or query.get("mode") == "memory"
+    )
 
 
 def require_directory(url: URL) -> None:
@@ -115,8 +134,19 @@ def create_engine(
 
     Returns:
         The engine; dispose of it with ``await engine.dispose()``.
+
+    Raises:
+        ConfigError: ``url`` is ``sqlite://`` (or ``sqlite:///:memory:``): each of the
+            engine's connections would be a new, empty database of its own.
     """
     parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise ConfigError(
+            f"{parsed.render_as_string(hide_password=True)} is a new, empty database on "
+            "every connection, so migrations and tooling cannot reach the one a store "
+            "writes to: for a store in memory use coach.testing.memory_store() (or a "
+            "named in-memory database: coach.persistence.inmemory.memory_database())"
+        )
     if parsed.get_backend_name() == "sqlite":
         require_directory(parsed)
         engine = _create_async_engine(parsed, echo=echo)
@@ -354,11 +384,13 @@ class Database:
 def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int) -> Engine:
     url = url.set(drivername="sqlite+pysqlite")
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
-    if url.database and url.database != ":memory:":
+    if is_memory(url):
+        # One connection for the database's life: ``sqlite://`` would be a new empty
+        # database per connection, and a named one is kept while it is open.
+        kwargs["poolclass"] = StaticPool
+    else:
         require_directory(url)
         kwargs.update(pool_size=pool_size, max_overflow=0)
-    else:  # one connection, or each thread would see its own empty database
-        kwargs["poolclass"] = StaticPool
     engine = _create_sync_engine(url, **kwargs)
     _configure_sqlite(engine, busy_timeout_ms)
     return engine

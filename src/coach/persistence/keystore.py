@@ -27,7 +27,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 
 from ..errors import ConfigError, PersonErased
 from .crypto import LOOKUP_OWNER, MasterKeys, Sealer, new_data_key
-from .engine import Database, normalize_url
+from .engine import Database, is_memory, normalize_url
 from .schema import UTCDateTime, utcnow
 from .sql import upsert
 
@@ -50,14 +50,17 @@ DATA_KEYS: Final = Table(
 
 
 def default_keys_url(database_url: str | URL) -> URL | None:
-    """The key store beside a SQLite file (``x/coach.db`` → ``x/coach.keys.db``); an
-    in-memory database gets an in-memory store; ``None`` for any other database (it
-    must be named: ``COACH_KEYS_URL``)."""
+    """The key store beside a SQLite file (``x/coach.db`` → ``x/coach.keys.db``); a named
+    in-memory database's beside it in memory (``file:/x`` → ``file:/x.keys``, see
+    :mod:`.inmemory`), ``sqlite://``'s a store in memory of its own; ``None`` for any
+    other database (it must be named: ``COACH_KEYS_URL``)."""
     url = normalize_url(database_url)
     if url.get_backend_name() != "sqlite":
         return None
     if not url.database or url.database == ":memory:":
         return make_url("sqlite://")
+    if is_memory(url):
+        return url.set(database=f"{url.database}.keys")
     stem, dot, suffix = url.database.rpartition(".")
     path = f"{stem}.keys.{suffix}" if dot and "/" not in suffix else f"{url.database}.keys"
     return url.set(database=path, query={})
