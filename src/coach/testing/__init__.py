@@ -7,6 +7,8 @@
   request, so a test can assert what each agent was told.
 * :class:`FakeRoom` (:mod:`coach.testing.fake_room`) stands in for a LiveKit room: text
   streams, attributes and RPC, recorded.
+* :func:`memory_store` (``async with memory_store() as store:``) is coach's own store on
+  a database in memory: no file, no server, and gone when the block ends.
 * :mod:`coach.testing.demo` is ``python -m coach demo``: two visits of a scripted person,
   the second resuming the first. :data:`DEMO_SCRIPT` and :data:`DEMO_VISITS` are its
   scripts, a start for your own.
@@ -18,6 +20,7 @@ Nothing in coach imports this package but the ``demo`` command.
 """
 
 from .fake_room import FakeRoom
+from .memory_store import memory_store
 from .openai_server import FakeOpenAIServer
 from .script import (
     DEMO_SCRIPT,
@@ -50,6 +53,7 @@ __all__ = [
     "call",
     "calls",
     "load_script",
+    "memory_store",
     "parse_script",
     "raw_call",
     "say",
