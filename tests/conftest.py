@@ -3,8 +3,11 @@
 * ``blank_sqlite_url`` / ``blank_postgres_url``: an empty database (no schema).
 * ``sqlite_url`` / ``postgres_url``: a migrated database (cloned from one migrated
   template per test run, so each test still gets its own fresh database).
+* ``memory_url``: a migrated named in-memory database of its own, with its key store
+  beside it, both held for the test (:func:`coach.persistence.inmemory.memory_database`).
 * ``database_url`` / ``blank_database_url``: parametrized over ``sqlite`` and
-  ``postgres`` (the latter marked ``postgres``).
+  ``postgres`` (the latter marked ``postgres``); under ``tests/persistence/``,
+  ``database_url`` is ``memory`` too (see its ``conftest.py``).
 * ``repo``: an open :class:`~coach.persistence.Repository` on ``database_url``.
 * ``open_repo``: a factory for more repositories on a URL (closed after the test).
 * ``memory_secret``: the HMAC key the repositories above use.
@@ -24,6 +27,7 @@ import shutil
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +37,18 @@ from sqlalchemy.engine import make_url
 
 from coach.conversation.runtime import Runtime
 from coach.persistence import Repository, open_repository, upgrade
+from coach.persistence.engine import is_memory
+from coach.persistence.inmemory import memory_database
+from coach.persistence.inmemory import memory_url as new_memory_url
 from coach.settings import Settings
-from tests.support import MASTER_KEY, MEMORY_SECRET, RuntimeFactory, keys_of, keys_url
+from tests.support import (
+    MASTER_KEY,
+    MEMORY_SECRET,
+    RuntimeFactory,
+    in_memory,
+    keys_of,
+    keys_url,
+)
 
 PG_ADMIN_URL = os.environ.get(
     "COACH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -128,13 +142,28 @@ def postgres_url(_pg_template: str) -> Iterator[str]:
 
 
 @pytest.fixture
+async def memory_url() -> AsyncIterator[str]:
+    """A migrated in-memory database of its own for this test (and its key store)."""
+    async with memory_database() as url:
+        yield url.render_as_string(hide_password=False)
+
+
+@pytest.fixture
 def backup_of(tmp_path: Path) -> Iterator[Callable[[str], Awaitable[str]]]:
     """``await backup_of(url)``: a copy of the (closed) database at ``url``, as a backup
-    holds it — the SQLite file, or a PostgreSQL database made from it; dropped after."""
+    holds it — the SQLite file, a PostgreSQL database made from it, or an in-memory
+    database copied from it (held for the test); dropped after."""
     made: list[str] = []
+    held: list[sqlite3.Connection] = []
 
     async def backup(url: str) -> str:
         parsed = make_url(url)
+        if is_memory(parsed):
+            kept = new_memory_url()
+            held.append(in_memory(kept))
+            with closing(in_memory(parsed)) as source:
+                source.backup(held[-1])
+            return kept.render_as_string(hide_password=False)
         if parsed.get_backend_name() == "sqlite":
             copy = tmp_path / "backup" / "coach.db"
             copy.parent.mkdir()
@@ -148,6 +177,8 @@ def backup_of(tmp_path: Path) -> Iterator[Callable[[str], Awaitable[str]]]:
         return _pg_url(name)
 
     yield backup
+    for connection in held:
+        connection.close()
     for name in made:
         asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -18,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from coach.conversation.runtime import Runtime
 from coach.persistence import Repository
 from coach.persistence.crypto import MasterKeys
-from coach.persistence.engine import create_engine
+from coach.persistence.engine import create_engine, is_memory
 from coach.store import AppendSteps, SessionRecord, Store, UpdateSession
 
 MEMORY_SECRET = b"coach-test-secret-0123456789abcdef"
@@ -51,6 +52,13 @@ def key_env(database_url: str) -> dict[str, str]:
 
 RuntimeFactory = Callable[[], Awaitable[Runtime]]
 """``open_runtime``: opens another runtime on the test's database."""
+
+NOT_IN_MEMORY = pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+"""For a test under ``tests/persistence/`` about what only a database outside this
+process has (files, another process, a newer release's migrations): its
+``database_url`` is a SQLite file and PostgreSQL, not the in-memory database."""
 
 
 @contextlib.asynccontextmanager
@@ -87,6 +95,18 @@ def in_memory(url: str | URL) -> sqlite3.Connection:
     return sqlite3.connect(f"{make_url(url).database}?vfs=memdb", uri=True)
 
 
+def sqlite_bytes(url: str | URL) -> bytes:
+    """Every byte SQLite keeps of the database at ``url``: the file and the files beside
+    it (its WAL), or, in memory, the database's image."""
+    if is_memory(url):
+        with contextlib.closing(in_memory(url)) as conn:
+            return conn.serialize()
+    database = Path(str(make_url(url).database))
+    return b"".join(
+        p.read_bytes() for p in database.parent.iterdir() if p.name.startswith(database.name)
+    )
+
+
 _WAL_AT = text("SELECT file_name, file_offset FROM pg_walfile_name_offset(pg_current_wal_lsn())")
 
 
@@ -101,10 +121,12 @@ async def wal_position(repo: Repository) -> tuple[str, int] | None:
 
 
 async def stored_bytes(repo: Repository, database_url: str, since: tuple[str, int] | None) -> bytes:
-    """Every byte the database keeps on disk for ``database_url``: a SQLite file with its
-    WAL, or — read raw by the PostgreSQL server as the superuser the tests connect as —
-    every table, index and TOAST relation after a checkpoint and the WAL written from
-    ``since`` (:func:`wal_position`) on, and nothing before it."""
+    """Every byte the database keeps for ``database_url``: a SQLite file with its WAL, an
+    in-memory database's image, or — read raw by the PostgreSQL server as the superuser
+    the tests connect as — every table, index and TOAST relation after a checkpoint and
+    the WAL written from ``since`` (:func:`wal_position`) on, and nothing before it."""
+    if is_memory(database_url):
+        return sqlite_bytes(database_url)
     if repo.database.dialect != "postgresql":
         database = Path(str(make_url(database_url).database))
         files = [p for p in database.parent.iterdir() if p.name.startswith(database.name)]

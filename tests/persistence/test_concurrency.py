@@ -14,7 +14,7 @@ from livekit.agents import llm
 from coach.errors import StaleWrite
 from coach.persistence import Repository
 from coach.state import DeltaSpec
-from tests.support import append_steps, key_env
+from tests.support import NOT_IN_MEMORY, append_steps, key_env
 
 WRITER = Path(__file__).with_name("_writer.py")
 
@@ -92,6 +92,7 @@ async def test_concurrent_memory_appends_never_interleave(repo: Repository) -> N
 
 
 @pytest.mark.slow
+@NOT_IN_MEMORY  # another process cannot reach this one's memory
 async def test_two_processes_write_one_session(database_url: str, repo: Repository) -> None:
     sid = await _session(repo)
     count = 40

@@ -1,5 +1,7 @@
 """A rolling deploy: the running release keeps working on a database a newer release
-migrated, as long as that migration was additive; anything else is refused in one line."""
+migrated, as long as that migration was additive; anything else is refused in one line.
+
+(Not on the in-memory database: it lives and dies with one process of one release.)"""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from coach.errors import ConfigError
 from coach.persistence import create_engine, current_revision, open_repository, upgrade
 from coach.persistence.migrate import head_revision, require_current
 from coach.surfaces.health import DatabaseHealth
-from tests.support import MEMORY_SECRET, keys_of
+from tests.support import MEMORY_SECRET, NOT_IN_MEMORY, keys_of
 
 
 async def newer_release(url: str, *statements: str, revision: str = "0099_next") -> None:
@@ -28,6 +30,7 @@ async def newer_release(url: str, *statements: str, revision: str = "0099_next")
         await engine.dispose()
 
 
+@NOT_IN_MEMORY
 async def test_an_additive_migration_of_a_newer_release_keeps_this_release_running(
     database_url: str,
 ) -> None:
@@ -78,6 +81,7 @@ async def test_an_additive_migration_of_a_newer_release_keeps_this_release_runni
         ),
     ],
 )
+@NOT_IN_MEMORY
 async def test_a_newer_release_that_changed_what_this_release_uses_is_refused(
     database_url: str, statement: str, says: str | None
 ) -> None:
@@ -119,6 +123,7 @@ async def test_a_newer_release_that_changed_a_column_is_refused(
         await require_current(postgres_url)
 
 
+@NOT_IN_MEMORY
 async def test_a_database_behind_this_release_says_to_upgrade(database_url: str) -> None:
     await newer_release(database_url, revision="0005")
     with pytest.raises(
@@ -129,6 +134,7 @@ async def test_a_database_behind_this_release_says_to_upgrade(database_url: str)
         await require_current(database_url)
 
 
+@NOT_IN_MEMORY
 async def test_upgrade_leaves_a_newer_release_s_database_as_it_is(database_url: str) -> None:
     # An older release's `db upgrade`, or an embedded file opened by an older release: the
     # database is not touched; it is used if compatible and refused in one line if not.
