@@ -23,6 +23,7 @@ from coach.store import Store, WriteOp
 from coach.testing import ScriptedLLM, call, say
 
 from .helpers import CHALLENGE, new_session_with_phases, start
+from .test_rpc import call as rpc_call
 from .test_rpc import refused
 
 OWNER = "ada"
@@ -210,3 +211,40 @@ async def test_a_reconnect_meets_the_coach_while_saving_catches_up(
     agent = await runtime.room_agent(back, "room-1")
     assert isinstance(agent, DesignStrategist) and agent.resumed
     assert back.session_id == userdata.session_id
+
+
+@pytest.mark.parametrize("name", ["coach.delete_session", "coach.export_my_data", "forget_me"])
+async def test_erasing_and_exporting_answer_503_while_saving_catches_up_and_change_nothing(
+    held: tuple[Runtime, HeldWrites], name: str
+) -> None:
+    runtime, store = held
+    target = await new_session_with_phases(runtime, OWNER, phases=1)
+    opened = await new_session_with_phases(runtime, OWNER, phases=1)
+    session, model = await resumed(runtime, opened)
+    userdata = session.userdata
+    store.hold()
+    model.extend([say("Go on.")])
+    await session.run(user_input="One more thought")  # queued, not stored
+    payloads = {
+        "coach.delete_session": {"session_id": target},
+        "coach.export_my_data": {},
+    }
+    method = name
+    if name == "forget_me":
+        method = "coach.forget_me"
+        first = await rpc_call(userdata, method, {}, session=session)
+        payloads[name] = {"confirm_token": first["confirm_token"]}
+
+    behind(userdata)
+    error = await refused(userdata, method, payloads[name], session=session)
+    assert (error.code, error.message) == (
+        503,
+        "Saving is still catching up; try again in a moment.",
+    )
+    assert userdata.export is None and userdata.session_id == opened
+    caught_up(store, userdata)
+    user = await runtime.store.find_user(OWNER)
+    assert user is not None and await runtime.store.count_user_sessions(user.id) == 2
+    answer = await rpc_call(userdata, method, payloads[name], session=session)  # now it works
+    assert answer
+    await session.aclose()

@@ -108,7 +108,7 @@ async def delete_session(call: Call, request: DeleteSessionRequest) -> DeleteSes
         # The erase rewrites what the open session copied of the erased one (its zones
         # move on a step): store what is queued first, then follow the rewritten state,
         # so this conversation's next board change is not refused as stale.
-        await userdata.recorder.flush()
+        await userdata.catch_up()
     await userdata.store.delete_session(found.id)
     if open_id is not None and userdata.session_id == open_id:
         userdata.state.attach(open_id, await userdata.store.get_state(open_id))

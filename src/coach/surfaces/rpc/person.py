@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 
 from ...agents.base import CoachAgentBase
 from ...conversation.userdata import UserData
+from ...errors import SavingBehind
 from ...state.person import PersonError, forget, forget_all
 from ...state.shapes import Fact
 from ...state.zones import Action
@@ -90,7 +91,7 @@ async def export_my_data(call: Call, request: ExportMyDataRequest) -> ExportMyDa
     if request.cursor is None:
         user = await caller_record(call)
         if userdata.session_id is not None:
-            await userdata.recorder.flush()  # what was said so far is in it
+            await userdata.catch_up()  # what was said so far is in it
         text = StringIO()
         await export_person(userdata.store, user, text)
         export = userdata.export = (secrets.token_urlsafe(12), _chunks(text.getvalue()))
@@ -170,9 +171,14 @@ async def forget_me(call: Call, request: ForgetMeRequest) -> ForgetMeResponse:
         raise rtc.RpcError(
             409, "That confirmation is wrong or has expired; nothing was erased. Ask again."
         )
+    try:
+        await userdata.catch_up()  # saving behind: 503 before anything ends
+    except SavingBehind:
+        userdata.forget_token = pending  # the same confirmation works once it has caught up
+        raise
     if call.session is not None:
         await call.session.aclose()  # the conversation ends: nothing more is said or stored
-    await userdata.recorder.flush()  # what was queued lands, and goes with the rest
+    await userdata.catch_up()  # what its closing queued lands, and goes with the rest
     erased = await userdata.store.delete_user(user.identity)
     userdata.clear_person()
     return ForgetMeResponse(erased=True, sessions=erased or 0, confirm_token=None, expires_in=None)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from ...conversation.userdata import UserData
 from ...errors import (
     BranchRefused,
+    NotIdentified,
     ResumeError,
     SavingBehind,
     SessionNotFound,
@@ -109,7 +110,7 @@ async def invoke(
         raise
     except SessionNotFound:
         raise rtc.RpcError(404, NOT_FOUND) from None
-    except (ResumeError, BranchRefused, StaleWrite) as exc:
+    except (ResumeError, BranchRefused, StaleWrite, NotIdentified) as exc:
         raise rtc.RpcError(409, clean_text(str(exc))) from None
     except StorageError:
         raise rtc.RpcError(503, "The database is unavailable; try again.") from None
