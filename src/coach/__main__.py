@@ -296,6 +296,11 @@ def _dispatch(argv: Sequence[str]) -> int:
         print(make_token(settings, args.identity, args.room, name=args.name))
         return 0
     if args.command == "web":
+        # What run_web checks first, checked before aiohttp is imported.
+        from .surfaces.web_checks import check_livekit_settings, check_port
+
+        check_port(args.port)
+        check_livekit_settings(settings)
         from .surfaces.web import run_web
 
         _configure_logging(settings, quiet=False)
