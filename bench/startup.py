@@ -8,7 +8,10 @@ local fake OpenAI server). Every trial also says whether ``livekit.agents`` was 
 With ``--before REV`` the same commands also run from the source of commit ``REV``
 (``git archive``), trials of the two trees alternating in pairs (ABBA...), after one
 warm-up trial, so drift on a shared machine falls on both; the report is the medians of
-each and of the paired differences. Run from the repository root (Linux)::
+each and of the paired differences, and the verdict of this tree's median against the
+target of issue 25 (:data:`TARGET`: 0.5 s for a command that runs no agent, 2.5 s for
+``chat`` to its greeting), with the load average before and after. Run from the
+repository root (Linux)::
 
     python -m bench.startup --pairs 7 --before 4772e08
     python -m bench.startup --pairs 3 --cases help,chat   # some commands, this tree only
@@ -50,6 +53,16 @@ class Case:
     greeting: bool = False
     """Measure to the greeting's line (``chat``), not to exit."""
 
+    @property
+    def target(self) -> float:
+        """Issue 25's target for this command, in seconds of CPU."""
+        return TARGET["chat" if self.greeting else "no agent"]
+
+
+TARGET = {"no agent": 0.5, "chat": 2.5}
+"""Seconds of CPU: a command that runs no agent, or any check made at start, to its exit;
+``chat`` to its greeting."""
+
 
 LIVEKIT = {"LIVEKIT_API_KEY": "devkey", "LIVEKIT_API_SECRET": "secret-" + "x" * 32}
 CASES: dict[str, Case] = {
@@ -59,7 +72,9 @@ CASES: dict[str, Case] = {
     "sessions-show": Case(("sessions", "show", "{session}")),
     "users-show": Case(("users", "show", "ada")),
     "db-upgrade": Case(("db", "upgrade")),
+    "keys-new": Case(("keys", "new")),
     "token": Case(("token", "--identity", "ada"), LIVEKIT),
+    "token-no-keys": Case(("token", "--identity", "ada")),
     "web-no-livekit": Case(("web",)),
     "chat-no-llm": Case(("chat",), {"COACH_LLM_BASE_URL": ""}),
     "dev-no-livekit": Case(("dev",)),
@@ -171,6 +186,7 @@ def _setup(tree: Tree, url: str) -> None:
 async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
     from coach.testing import FakeOpenAIServer, say
 
+    load_before = _load()
     with tempfile.TemporaryDirectory(prefix="coach-startup-") as tmp:
         work = Path(tmp)
         trees = [Tree("now", ROOT, work / "home-now")]
@@ -190,21 +206,29 @@ async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
                     for tree in trees if n % 2 == 0 else trees[::-1]:
                         runs[tree.name].append(await asyncio.to_thread(trial, tree, case, url))
                 results[name] = runs
-                _row(name, runs, [t.name for t in trees])
+                _row(name, case, runs, [t.name for t in trees])
     print(f"command: python -m bench.startup --pairs {pairs} --cases {','.join(names)}", end="")
     print(f" --before {before}" if before else "")
+    print(f"load average (1, 5, 15 min): {load_before} before, {_load()} after")
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 _header = False
 
 
-def _row(name: str, runs: dict[str, list[tuple[float, bool]]], trees: list[str]) -> None:
+def _row(
+    name: str, case: Case, runs: dict[str, list[tuple[float, bool]]], trees: list[str]
+) -> None:
     global _header
     if not _header:
         cols = " | ".join(f"{t}: CPU s, median" for t in trees)
         diff = " | paired difference, median" if len(trees) == 2 else ""
-        print(f"| command | {cols}{diff} | livekit.agents loaded |")
-        print("|---" * (len(trees) + (3 if len(trees) == 2 else 2)) + "|")
+        verdict = f"verdict ({trees[-1]})"
+        print(f"| command | {cols}{diff} | livekit.agents loaded | target | {verdict} |")
+        print("|---" * (len(trees) + (5 if len(trees) == 2 else 4)) + "|")
         _header = True
     meds = [statistics.median(cpu for cpu, _ in runs[t]) for t in trees]
     cells = " | ".join(f"{m:.2f}" for m in meds)
@@ -215,7 +239,8 @@ def _row(name: str, runs: dict[str, list[tuple[float, bool]]], trees: list[str])
         "yes" if all(lo for _, lo in runs[t]) else "no" if not any(lo for _, lo in runs[t]) else "?"
         for t in trees
     )
-    print(f"| {name} | {cells} | {loaded} |", flush=True)
+    verdict = "met" if meds[-1] <= case.target else "not met"
+    print(f"| {name} | {cells} | {loaded} | ≤ {case.target:g} s | {verdict} |", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

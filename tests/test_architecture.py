@@ -4,6 +4,7 @@ protocol loads no database library."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,30 @@ def test_the_package_offers_its_public_names_without_importing_them() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().count(".") == 2  # a version such as 0.1.0
+
+
+@pytest.mark.parametrize(
+    ("modules", "heavy"),
+    [
+        # --help: the parser and the default database's path.
+        ("coach.__main__", ("pydantic", "sqlalchemy", "aiohttp", "livekit")),
+        # Every check of settings at start: web's, token's and the worker commands'.
+        (
+            "coach.settings, coach.surfaces.web_checks, coach.surfaces.token,"
+            " coach.surfaces.livekit_cli",
+            ("sqlalchemy", "aiohttp", "livekit"),
+        ),
+    ],
+)
+def test_the_start_up_checks_load_no_heavy_library(modules: str, heavy: tuple[str, ...]) -> None:
+    """What ``python -m coach`` reads before a command runs (``tests/surfaces/
+    test_startup_imports.py`` runs the commands themselves)."""
+    code = f"import json, sys, {modules}; print(json.dumps([m for m in sys.modules]))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = {name.split(".")[0] for name in json.loads(out.stdout)}
+    assert not loaded & set(heavy)
 
 
 def _all_imports(path: Path) -> set[str]:

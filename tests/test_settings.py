@@ -2,8 +2,11 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from coach.errors import ConfigError
+from coach.locations import DATABASE_DRIVERS, check_database_url
 from coach.persistence.crypto import MasterKeys
 from coach.settings import Settings, _local_secret, load_settings
 
@@ -206,3 +209,53 @@ def test_a_dotenv_line_that_does_not_parse_names_the_file(
         "coach: warning: .env, line 2: not NAME=value; that line was ignored\n"
     )
     assert "Python-dotenv" not in capfd.readouterr().err  # said once, by coach
+
+
+def _judged_by_make_url(url: str) -> str:
+    """The verdict on ``url`` of SQLAlchemy's ``make_url`` and coach's list of drivers."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        driver = make_url(url).drivername
+    except ArgumentError:
+        return "not a URL"
+    except ValueError as exc:  # a port that is not a number
+        return f"ValueError: {exc}"
+    return "opened" if driver in DATABASE_DRIVERS else f"unknown driver {driver!r}"
+
+
+def _judged_by_coach(url: str) -> str:
+    try:
+        assert check_database_url(url) == url
+    except ValueError as exc:
+        message = str(exc)
+        if "is not a valid URL scheme" in message:
+            return "not a URL"
+        if message.startswith("unknown database driver "):
+            return "unknown driver " + message.split()[3]
+        return f"ValueError: {message}"
+    return "opened"
+
+
+URL_PARTS = st.sampled_from(
+    ["sqlite", "postgresql", "+", "asyncpg", "aiosqlite", "://", ":", "/", "//", "@", "[",
+     "]", "?", "=", "&", "%20", "x", "5432", "-1", " 1", "1_0", "٣", "é", "\n", "coach.db",
+     "user", "pa:ss", "::1", ""]
+)  # fmt: skip
+
+
+@given(st.lists(URL_PARTS, max_size=12).map("".join))
+@example("sqlite+aiosqlite:///coach.db")
+@example("postgresql+asyncpg://user:pw@[::1]:5432/coach?ssl=require")
+@example("postgresql://host:port/coach")
+@example("bogus://host:port/x")
+@example("bogus://x")
+@example("-://x")
+def test_a_database_url_is_judged_as_sqlalchemy_will_read_it(url: str) -> None:
+    # COACH_DATABASE_URL is checked with SQLAlchemy's pattern, without importing it.
+    if "://" in url:
+        assert _judged_by_coach(url) == _judged_by_make_url(url)
+    else:
+        with pytest.raises(ValueError, match="has no scheme"):
+            check_database_url(url)

@@ -15,13 +15,7 @@ so ``import coach`` (which every ``python -m coach`` command does) stays light::
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
-
-try:
-    __version__ = version("coach")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0.0.0"
 
 _PUBLIC = {
     "CoachError": "coach.errors",
@@ -49,6 +43,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    __version__: str
     from .agents import DesignCoach, DesignEvaluator, DesignStrategist
     from .conversation.runtime import Runtime
     from .conversation.userdata import UserData
@@ -57,7 +52,20 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _version()
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'coach' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def _version() -> str:
+    # Asked for, not at import: reading the installed metadata is 0.05-0.1 s of CPU,
+    # which every command would pay.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("coach")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0.0.0"

@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from .errors import CoachError, ConfigError
-from .settings import Settings, default_database_path, load_settings
+from .locations import default_database_path
 
 if TYPE_CHECKING:
     from .persistence.keystore import Vault
+    from .settings import Settings
 
 LIVEKIT_COMMANDS = {
     "dev": "run the worker in development mode (no reload: restart it after a change)",
@@ -145,6 +146,7 @@ def _configure_logging(settings: Settings, *, quiet: bool) -> None:
 def _run_livekit(argv: Sequence[str]) -> int:
     # Fail fast, without a traceback, on what the worker would only find per job.
     from .prompts import load_prompts
+    from .settings import load_settings
 
     settings = load_settings()
     load_prompts(settings.prompts_dir)
@@ -261,6 +263,8 @@ def _dispatch(argv: Sequence[str]) -> int:
     if args.command is None:
         _parser().print_help()
         return 0
+    from .settings import load_settings  # pydantic: not for --help
+
     settings = load_settings()
     if args.command == "chat":
         # What run_chat checks first, checked before the agent framework is imported.
@@ -292,6 +296,11 @@ def _dispatch(argv: Sequence[str]) -> int:
         print(make_token(settings, args.identity, args.room, name=args.name))
         return 0
     if args.command == "web":
+        # What run_web checks first, checked before aiohttp is imported.
+        from .surfaces.web_checks import check_livekit_settings, check_port
+
+        check_port(args.port)
+        check_livekit_settings(settings)
         from .surfaces.web import run_web
 
         _configure_logging(settings, quiet=False)

@@ -18,17 +18,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-import platformdirs
 from dotenv.parser import parse_stream
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
+from .locations import check_database_url, default_data_dir, default_database_path
 
 if TYPE_CHECKING:
     from .persistence.crypto import MasterKeys
 
-APP_NAME = "coach"
 ENV_FILE = ".env"
 PREFIX = "COACH_"
 NOT_SETTINGS = ("COACH_USER", "COACH_TEST_", "COACH_BENCH_")
@@ -38,52 +37,6 @@ PLACEHOLDER_MASTER_KEY = "change-me-to-a-long-random-master-key"
 """docker-compose.yml's ``COACH_MASTER_KEY`` when none is set: the same."""
 """``COACH_`` names that are not settings: make's ``COACH_USER`` and the test and bench
 suites' own variables (prefixes). Any other unknown ``COACH_`` name is a typo."""
-
-DATABASE_DRIVERS = {
-    "sqlite": "sqlite+aiosqlite",
-    "sqlite+aiosqlite": "sqlite+aiosqlite",
-    "sqlite+pysqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+asyncpg",
-    "postgres": "postgresql+asyncpg",
-    "postgresql+asyncpg": "postgresql+asyncpg",
-    "postgresql+psycopg2": "postgresql+asyncpg",
-}
-"""The URL schemes coach opens, and the driver each one is opened with."""
-
-
-def check_database_url(url: str) -> str:
-    """``url`` if coach can open it; otherwise ``ValueError`` naming what is wrong with it."""
-    # SQLAlchemy only here: what reads no database URL (--help, a bad other setting) is
-    # answered without loading it.
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    example = "e.g. sqlite+aiosqlite:///path/to/coach.db or postgresql+asyncpg://user@host/db"
-    if "://" not in url:
-        raise ValueError(f"{url!r} is not a database URL: it has no scheme ({example})")
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        scheme = url.split("://")[0]
-        raise ValueError(f"{scheme!r}:// is not a valid URL scheme ({example})") from None
-    if parsed.drivername not in DATABASE_DRIVERS:
-        known = ", ".join(sorted(set(DATABASE_DRIVERS.values())))
-        close = difflib.get_close_matches(parsed.drivername, DATABASE_DRIVERS, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        raise ValueError(
-            f"unknown database driver {parsed.drivername!r} ({hint}coach opens {known})"
-        )
-    return url
-
-
-def default_data_dir() -> Path:
-    """The per-user directory that holds the embedded database and the dev secret."""
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
-
-
-def default_database_path() -> Path:
-    """The embedded database's file when ``COACH_DATABASE_URL`` is not set."""
-    return default_data_dir() / "coach.db"
 
 
 def _default_database_url() -> str:

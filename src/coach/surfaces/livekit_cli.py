@@ -15,8 +15,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from livekit import api
-
 from ..errors import ConfigError
 from ..settings import Settings
 from .token import quiet_dev_key_warning
@@ -96,14 +94,31 @@ def _preflight(command: str, options: list[str], settings: Settings) -> None:
         return
     settings.require_llm()
     _ = settings.memory_secret
-    if settings.is_embedded_sqlite:
-        _migrate_embedded(settings)
     if command == "console":
         _check_audio(options)
-        return
-    url = _option(options, "--url") or settings.livekit_url
-    key = _option(options, "--api-key") or _secret(settings.livekit_api_key)
-    secret = _option(options, "--api-secret") or _secret(settings.livekit_api_secret)
+    else:
+        _check_livekit(command, options, settings)
+    # The database after the settings: a missing one is said without loading SQLAlchemy.
+    if settings.is_embedded_sqlite:
+        _migrate_embedded(settings)
+    room = _option(options, "--room")
+    if command == "connect" and room:
+        # (without --room, LiveKit's CLI says what is missing itself)
+        _check_reachable(*_livekit(options, settings), room)
+
+
+def _livekit(options: Sequence[str], settings: Settings) -> tuple[str, str, str]:
+    """The LiveKit server's URL, API key and secret: the options', else the settings'."""
+    return (
+        _option(options, "--url") or settings.livekit_url or "",
+        _option(options, "--api-key") or _secret(settings.livekit_api_key) or "",
+        _option(options, "--api-secret") or _secret(settings.livekit_api_secret) or "",
+    )
+
+
+def _check_livekit(command: str, options: Sequence[str], settings: Settings) -> None:
+    """Raise ConfigError naming each of the server's URL, key and secret that is missing."""
+    url, key, secret = _livekit(options, settings)
     missing = [
         name
         for name, value in (
@@ -118,10 +133,6 @@ def _preflight(command: str, options: list[str], settings: Settings) -> None:
             f"`{command}` needs the LiveKit server: set {', '.join(missing)} "
             f"in the environment or .env ({LIVEKIT_HINT})."
         )
-    room = _option(options, "--room")
-    if command == "connect" and room and url and key and secret:
-        # (without --room, LiveKit's CLI says what is missing itself)
-        _check_reachable(url, key, secret, room)
 
 
 def _migrate_embedded(settings: Settings) -> None:
@@ -144,6 +155,7 @@ def _migrate_embedded(settings: Settings) -> None:
 
 def _check_reachable(url: str, key: str, secret: str, room: str) -> None:
     """Ask the server about the room once: `connect` would otherwise wait forever."""
+    from livekit import api
 
     async def ask() -> None:
         async with api.LiveKitAPI(url, key, secret) as lk:

@@ -35,6 +35,7 @@ from aiohttp.typedefs import Handler
 from ..errors import CoachError, ConfigError
 from ..settings import Settings
 from .token import make_token
+from .web_checks import check_livekit_settings, check_port
 
 logger = logging.getLogger("coach.web")
 
@@ -126,20 +127,7 @@ def web_app(
     Raises:
         ConfigError: the LiveKit settings are missing, or the client is not built.
     """
-    missing = [
-        name
-        for name, value in (
-            ("LIVEKIT_URL", settings.livekit_url),
-            ("LIVEKIT_API_KEY", settings.livekit_api_key),
-            ("LIVEKIT_API_SECRET", settings.livekit_api_secret),
-        )
-        if not value
-    ]
-    if missing:
-        raise ConfigError(
-            f"`web` needs {', '.join(missing)} in the environment or .env to mint join "
-            "tokens (for livekit-server --dev: ws://localhost:7880, devkey, secret)."
-        )
+    check_livekit_settings(settings)
     index = client_dir / "index.html"
     if not index.is_file():
         raise ConfigError(f"the web client is not built ({index} is missing): run `make web`.")
@@ -226,8 +214,7 @@ def run_web(
 
     Requests may name loopback, ``host`` (unless it is a wildcard address) and
     ``allowed_hosts``."""
-    if not 0 < port < 65_536:
-        raise ConfigError(f"`web --port {port}`: a port is a number from 1 to 65535.")
+    check_port(port)
     named = [] if host in ("0.0.0.0", "::", "") else [host]
     app = web_app(settings, allowed_hosts=[*named, *allowed_hosts])
     livekit_url = settings.public_livekit_url or settings.livekit_url
