@@ -186,7 +186,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("coach.prompts",),
     ("coach.store",),
     ("coach.state",),
-    ("coach.errors", "coach.metrics", "coach._resources"),
+    ("coach.errors", "coach.metrics", "coach.locations", "coach._resources"),
 )
 """The layers, top down: a module imports its own layer and the ones below it only.
 Surfaces reach people; the runtime and the attachment wire agents to a LiveKit session
@@ -197,11 +197,13 @@ state is pure logic."""
 
 
 def _layer(module: str) -> int:
-    """The index of ``module``'s layer (the longest matching prefix wins)."""
+    """The index of ``module``'s layer (the longest matching prefix wins; ``coach`` is
+    the package's own ``__init__`` only)."""
     best, found = -1, -1
     for index, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+            inside = module == prefix or (prefix != "coach" and module.startswith(prefix + "."))
+            if inside and len(prefix) > best:
                 best, found = len(prefix), index
     assert found >= 0, f"{module} is in no layer: add it to LAYERS"
     return found
