@@ -85,6 +85,17 @@ async def resumed(runtime: Runtime, session_id: str) -> tuple[AgentSession[UserD
     return session, model
 
 
+async def held_back(
+    runtime: Runtime, store: HeldWrites, session_id: str
+) -> tuple[AgentSession[UserData], ScriptedLLM]:
+    """A visit in ``session_id`` whose last turn is queued, not stored: writes are held."""
+    session, model = await resumed(runtime, session_id)
+    store.hold()
+    model.extend([say("Go on.")])
+    await session.run(user_input="One more thought")
+    return session, model
+
+
 def tool_error(result: RunResult[None]) -> str:
     output = result.expect.next_event(type="function_call_output").event().item
     assert output.is_error
@@ -130,11 +141,8 @@ async def test_a_branch_says_saving_is_catching_up_and_makes_nothing(
 ) -> None:
     runtime, store = held
     source = await new_session_with_phases(runtime, OWNER, phases=2)
-    session, model = await resumed(runtime, source)
+    session, model = await held_back(runtime, store, source)
     userdata = session.userdata
-    store.hold()
-    model.extend([say("Go on.")])
-    await session.run(user_input="One more thought")  # queued, not stored
     agent = session.current_agent
 
     behind(userdata)
@@ -161,11 +169,8 @@ async def test_the_room_is_answered_503_while_saving_catches_up(
     runtime, store = held
     target = await new_session_with_phases(runtime, OWNER, phases=1)
     opened = await new_session_with_phases(runtime, OWNER, phases=1)
-    session, model = await resumed(runtime, opened)
+    session, model = await held_back(runtime, store, opened)
     userdata = session.userdata
-    store.hold()
-    model.extend([say("Go on.")])
-    await session.run(user_input="One more thought")  # queued, not stored
     agent = session.current_agent
 
     behind(userdata)
@@ -220,11 +225,8 @@ async def test_erasing_and_exporting_answer_503_while_saving_catches_up_and_chan
     runtime, store = held
     target = await new_session_with_phases(runtime, OWNER, phases=1)
     opened = await new_session_with_phases(runtime, OWNER, phases=1)
-    session, model = await resumed(runtime, opened)
+    session, model = await held_back(runtime, store, opened)
     userdata = session.userdata
-    store.hold()
-    model.extend([say("Go on.")])
-    await session.run(user_input="One more thought")  # queued, not stored
     payloads = {
         "coach.delete_session": {"session_id": target},
         "coach.export_my_data": {},
