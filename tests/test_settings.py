@@ -249,6 +249,7 @@ URL_PARTS = st.sampled_from(
 @example("sqlite+aiosqlite:///coach.db")
 @example("postgresql+asyncpg://user:pw@[::1]:5432/coach?ssl=require")
 @example("postgresql://host:port/coach")
+@example("sqlite://host:/coach.db")
 @example("bogus://host:port/x")
 @example("bogus://x")
 @example("-://x")

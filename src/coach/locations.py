@@ -60,8 +60,8 @@ def check_database_url(url: str) -> str:
     if parsed is None:
         scheme = url.split("://")[0]
         raise ValueError(f"{scheme!r}:// is not a valid URL scheme ({example})")
-    if parsed["port"]:
-        int(parsed["port"])  # make_url's own ValueError for a port that is not a number
+    if parsed["port"] is not None:  # make_url's own ValueError for a port not a number
+        int(parsed["port"])
     driver = parsed["name"]
     if driver not in DATABASE_DRIVERS:
         known = ", ".join(sorted(set(DATABASE_DRIVERS.values())))
