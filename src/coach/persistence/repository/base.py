@@ -1,5 +1,5 @@
 """The repository's base: the database and the keys it runs on, the plumbing of reads
-and the one write path every write takes (:class:`~..batch.Plan`)."""
+and the one write path every write takes (:class:`~coach.persistence.batch.Plan`)."""
 
 from __future__ import annotations
 
@@ -54,8 +54,9 @@ class RepositoryBase:
     """What every part of the repository stands on: the database, the keys, the codec of
     memory steps and the one write path; safe to share between tasks.
 
-    Every personal field is sealed with its person's data key (:mod:`.crypto`) before it
-    reaches a statement, and opened after it is read; the keys come from ``vault``.
+    Every personal field is sealed with its person's data key
+    (:mod:`~coach.persistence.crypto`) before it reaches a statement, and opened after it
+    is read; the keys come from ``vault``.
 
     Args:
         database: Where the units of work run; closed by :meth:`aclose`.
