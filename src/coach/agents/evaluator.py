@@ -53,7 +53,6 @@ class DesignEvaluator(PhasedAgent):
             "summary": summary,
         }
         userdata.complete_phase(phase, json.dumps(evaluation))
-        userdata.evaluation = evaluation
         data, change = design.set_evaluation(userdata.state.data, evaluation)
         self.change_data(userdata, data, change, "record_evaluation", **scores, summary=summary)
         await self.refresh_instructions()

@@ -23,7 +23,7 @@ from ..errors import (
 from ..prompts import AgentKind, Phase, PromptBook
 from ..state.brief import DEFAULT_MAX_TOKENS as DEFAULT_BRIEF_TOKENS
 from ..state.brief import BriefInput, PhaseDecision, render_brief
-from ..state.design import Change
+from ..state.design import Change, empty_data
 from ..state.person import person_lines
 from ..state.shapes import Evaluation, Person, empty_person, person_of
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Source, Trigger
@@ -67,7 +67,6 @@ class UserData:
     current_agent: AgentKind = "coach"
     phase_outputs: dict[str, str] = field(default_factory=dict)
     """Completed phases' outputs by phase id."""
-    evaluation: Evaluation | None = None
     person: Person = field(default_factory=empty_person)
     """What the person agreed coach may remember (SPEC §4.6), as last read or written."""
     person_step: int = 0
@@ -90,6 +89,11 @@ class UserData:
     forget_token: tuple[str, str, float] | None = None
     """A ``coach.forget_me`` confirmation pending: token, identity, monotonic expiry."""
 
+    @property
+    def evaluation(self) -> Evaluation | None:
+        """The session's evaluation: the data zone's, where the evaluator records it."""
+        return self.state.data["evaluation"]
+
     def clear_person(self) -> None:
         """Hold nothing more of the person, who was just erased: no user, no session, no
         record (the identity stays: it is who the job serves)."""
@@ -97,7 +101,7 @@ class UserData:
         self.design_challenge = self.current_phase_id = None
         self.status = "new"
         self.phase_outputs = {}
-        self.evaluation = None
+        self.state.data, self.state.template = empty_data(), None
         self.person = empty_person()
         self.person_step = 0
         self.past_sessions = ()
@@ -390,8 +394,6 @@ class UserData:
             o.phase_id: o.output or "" for o in result.outputs if o.status == "completed"
         }
         self.current_phase_id = result.next_phase_id
-        evaluation = self.state.data["evaluation"]
-        self.evaluation = evaluation.copy() if evaluation is not None else None
         self.session_id = result.session.id  # last: the recorder follows this field
         if self.room is not None and result.session.room != self.room:
             self._session_changed(session_id, room=self.room)
