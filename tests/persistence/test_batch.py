@@ -88,6 +88,25 @@ async def test_a_large_batch_over_several_sessions_keeps_each_kinds_order(repo: 
     assert await repo.load_agent_state(a) == steps_a
 
 
+async def test_a_batch_larger_than_one_insert_keeps_its_order_and_links(repo: Repository) -> None:
+    # More messages than one INSERT carries: each step still carries its own message's
+    # text, and the messages read back in the batch's order with increasing ids.
+    sid = await _session(repo)
+    said = [llm.ChatMessage(role="user", content=[f"said {i}"]) for i in range(1201)]
+    ops: list[Any] = [AddMessage(sid, "user", f"said {i}") for i in range(1201)]
+    ops.append(AppendSteps(sid, 0, tuple(said)))
+    await repo.write_batch(ops)
+    messages = await repo.get_session_conversation(sid)
+    assert [m.content for m in messages] == [f"said {i}" for i in range(1201)]
+    assert [m.id for m in messages] == sorted(m.id for m in messages)
+    assert await repo.load_agent_state(sid) == said
+    async with raw_sql(repo) as conn:
+        linked = (
+            await conn.execute(text("SELECT seq, message_id FROM agent_steps ORDER BY seq"))
+        ).all()
+    assert [message_id for _, message_id in linked] == [m.id for m in messages]
+
+
 async def test_gapped_steps_in_one_batch_write_nothing(repo: Repository) -> None:
     sid = await _session(repo)
     with pytest.raises(InvalidWrite, match="not contiguous"):

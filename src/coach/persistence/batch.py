@@ -29,9 +29,10 @@ from ..store import (
     WriteZone,
 )
 from .codec import StepCodec
-from .conversation import insert_messages, message_row
+from .conversation import message_row
 from .crypto import Sealer
-from .memory import encode_rows, insert_steps, message_text
+from .driver import insert_messages, insert_steps
+from .memory import encode_rows, message_text
 from .phases import check_close, check_phase_output, close_phases, save_phase_outputs
 from .sessions import apply_session_write, session_values
 from .zones import check_zone_write, write_zones

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from ..errors import InvalidRole, InvalidWrite
 from ..store import AddMessage, MessageRecord
 from .crypto import Sealer
+from .driver import DriverQuery, utc
 from .schema import MESSAGE_ROLES, SessionConversation
 from .sql import CONVERSATIONS, AnyRow, AnySelect, clean_text, fit
 
@@ -22,7 +23,6 @@ __all__ = [
     "WindowMessage",
     "conversation_select",
     "fetch_window",
-    "insert_messages",
     "message_record",
     "message_row",
     "open_content",
@@ -30,9 +30,6 @@ __all__ = [
 
 _C = SessionConversation
 _COLUMNS: Final = (_C.id, _C.session_id, _C.phase_id, _C.role, _C.content, _C.interrupted)
-
-
-_INSERT: Final = CONVERSATIONS.insert().returning(CONVERSATIONS.c.id, sort_by_parameter_order=True)
 
 
 def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
@@ -49,11 +46,6 @@ def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
         "interrupted": bool(op.interrupted),
         "created_at": now,
     }
-
-
-def insert_messages(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert the (sealed) rows in one statement; return their ids in order."""
-    return list(conn.scalars(_INSERT, rows).all())
 
 
 def conversation_select(
@@ -126,7 +118,7 @@ class WindowMessage(NamedTuple):
     id: int
 
 
-_WINDOW: Final = (
+_WINDOW: Final = DriverQuery(
     select(_C.role, _C.content, _C.phase_id, _C.interrupted, _C.id, _C.created_at)
     .where(_C.session_id == bindparam("b_id"))
     .order_by(_C.created_at.desc(), _C.id.desc())
@@ -138,14 +130,14 @@ def fetch_window(
     conn: Connection, session_id: str, count: int, sealer: Sealer
 ) -> list[WindowMessage]:
     """The newest ``count`` messages, oldest first, opened."""
-    rows = conn.execute(_WINDOW, {"b_id": session_id, "b_limit": count}).all()
+    rows = _WINDOW.rows(conn, {"b_id": session_id, "b_limit": count})
     return [
         WindowMessage(
-            row.role,
-            open_content(sealer, session_id, row.created_at, row.role, row.content),
-            row.phase_id,
-            row.interrupted,
-            row.id,
+            role,
+            open_content(sealer, session_id, utc(created_at), role, content),
+            phase_id,
+            bool(interrupted),
+            message_id,
         )
-        for row in reversed(rows)
+        for role, content, phase_id, interrupted, message_id, created_at in reversed(rows)
     ]

@@ -92,14 +92,16 @@ def new_data_key() -> bytes:
 
 
 def _part(value: object) -> str:
+    if type(value) is str:
+        return value
     if isinstance(value, datetime):
-        return str((value.astimezone(UTC) - _EPOCH) // _MICROSECOND)
+        return str((value - _EPOCH) // _MICROSECOND)  # aware: any zone, the same instant
     return str(value)
 
 
 def associated(table: str, column: str, row: Iterable[object]) -> bytes:
     """The associated data of ``table.column`` in the row named by ``row``'s values."""
-    return "\x1f".join((f"{table}.{column}", *map(_part, row))).encode()
+    return "\x1f".join((table + "." + column, *map(_part, row))).encode()
 
 
 class Sealer:

@@ -9,7 +9,7 @@ corrupt instead of silently loading a shorter one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sqlalchemy import bindparam, func, select
@@ -20,14 +20,14 @@ from ..errors import CorruptBlob, InvalidWrite
 from .codec import StepCodec
 from .conversation import open_content
 from .crypto import Sealer
+from .driver import DriverQuery, utc
 from .schema import AgentStep, SessionConversation
-from .sql import AGENT_STEPS, SESSIONS, AnyRow
+from .sql import SESSIONS, AnyRow
 
 __all__ = [
     "StepLinks",
     "decode_or_empty",
     "encode_rows",
-    "insert_steps",
     "message_text",
     "opened_steps",
     "read_steps",
@@ -60,7 +60,6 @@ def message_text(step: object) -> tuple[str, str] | None:
     return None
 
 
-_INSERT: Final = AGENT_STEPS.insert()
 _OLDER: Final = aliased(AgentStep)
 _COUNT: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
 _COUNT_LOCKED: Final = _COUNT.with_for_update(key_share=True)
@@ -106,12 +105,6 @@ def encode_rows(
     return rows
 
 
-def insert_steps(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Insert encoded rows (one statement)."""
-    if rows:
-        conn.execute(_INSERT, rows)
-
-
 def stored_count(conn: Connection, session_id: str, *, lock: bool = False) -> int | None:
     """The session's stored step count (``None``: no such session); ``lock`` holds the
     session row until the transaction ends."""
@@ -134,6 +127,7 @@ def step_window(
 
 
 _TEXT: Final = (
+    SessionConversation.id.label("message_id"),
     SessionConversation.content,
     SessionConversation.created_at.label("message_at"),
     SessionConversation.role.label("message_role"),
@@ -172,7 +166,7 @@ _FROM_MESSAGE: Final = func.coalesce(
     .scalar_subquery(),
     bindparam("b_first"),
 )
-_STEPS_FROM_MESSAGE: Final = (
+_STEPS_FROM_MESSAGE: Final = DriverQuery(
     select(*_COLUMNS, *_TEXT, _FROM_MESSAGE.label("start"))
     .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
     .where(
@@ -194,7 +188,7 @@ def fetch_steps_from_message(
     if end <= first:
         return first, []
     params = {"b_id": session_id, "b_first": first, "b_end": end, "b_message": message_id}
-    rows = list(conn.execute(_STEPS_FROM_MESSAGE, params).all())
+    rows = _STEPS_FROM_MESSAGE.rows(conn, params)
     return (int(rows[0].start) if rows else first), rows
 
 
@@ -212,9 +206,15 @@ def read_steps(
     return first, end, fetch_steps(conn, session_id, first, end)
 
 
-def opened_steps(sealer: Sealer, session_id: str, rows: Sequence[AnyRow]) -> list[tuple[Any, ...]]:
+def opened_steps(
+    sealer: Sealer,
+    session_id: str,
+    rows: Sequence[AnyRow],
+    known: Mapping[int, str] | None = None,
+) -> list[tuple[Any, ...]]:
     """Rows of :func:`fetch_steps` as the codec reads them — ``(seq, codec, version,
-    signature, payload, text)`` — their payload and message text opened.
+    signature, payload, text)`` — their payload and message text opened. ``known``:
+    messages already opened, by id (a resume's window), whose text is not opened again.
 
     Raises:
         CorruptBlob: A sealed value fails its authentication.
@@ -224,7 +224,11 @@ def opened_steps(sealer: Sealer, session_id: str, rows: Sequence[AnyRow]) -> lis
         payload = sealer.open("agent_steps", "payload", (session_id, row.seq), row.payload)
         text = row.content
         if text is not None:
-            text = open_content(sealer, session_id, row.message_at, row.message_role, text)
+            text = known.get(row.message_id) if known else None
+            if text is None:
+                text = open_content(
+                    sealer, session_id, utc(row.message_at), row.message_role, row.content
+                )
         opened.append((row.seq, row.codec, row.version, row.signature, payload, text))
     return opened
 
@@ -236,6 +240,7 @@ def _decode_all(
     rows: Sequence[AnyRow],
     first: int,
     end: int,
+    known: Mapping[int, str] | None = None,
 ) -> list[object]:
     if len(rows) != end - first:
         present = {row.seq for row in rows}
@@ -244,7 +249,7 @@ def _decode_all(
             f"session {session_id}: memory step {missing} is missing "
             f"({len(rows)} of steps {first}..{end - 1} stored)"
         )
-    return codec.decode_rows(session_id, opened_steps(sealer, session_id, rows))
+    return codec.decode_rows(session_id, opened_steps(sealer, session_id, rows, known))
 
 
 def decode_or_empty(
@@ -254,11 +259,13 @@ def decode_or_empty(
     rows: Sequence[AnyRow],
     first: int,
     end: int,
+    known: Mapping[int, str] | None = None,
 ) -> list[object]:
     """The decoded steps ``first .. end - 1``; ``[]`` (logged) if any is missing, corrupt,
-    tampered with or foreign. Nothing of a rejected blob is ever executed."""
+    tampered with or foreign. Nothing of a rejected blob is ever executed. ``known``: see
+    :func:`opened_steps`."""
     try:
-        return _decode_all(codec, sealer, session_id, rows, first, end)
+        return _decode_all(codec, sealer, session_id, rows, first, end, known)
     except CorruptBlob as exc:
         log.error(
             "stored memory steps cannot be loaded; falling back to reconstruction: %s",

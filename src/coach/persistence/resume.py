@@ -48,6 +48,8 @@ class Loaded:
     stored_steps: int
     steps_from: int
     step_rows: Sequence[AnyRow]
+    window_texts: dict[int, str]
+    """The window's messages, opened, by id: the steps that carry them reuse the text."""
 
 
 def read_resume(
@@ -115,6 +117,7 @@ def read_resume(
         stored_steps=stored,
         steps_from=first,
         step_rows=step_rows,
+        window_texts={message.id: message.content for message in messages},
     )
 
 

@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, bindparam, func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..store import SessionRecord, UserRecord
 from .crypto import Sealer
+from .driver import claim_steps
 from .memory import stored_count
 from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User
 from .sql import (
@@ -54,13 +55,6 @@ _COLUMNS: Final = (
     SessionRow.current_phase_id,
     SessionRow.created_at,
     SessionRow.updated_at,
-)
-
-
-_CLAIM: Final = (
-    update(SESSIONS)
-    .where(SESSIONS.c.id == bindparam("b_id"), SESSIONS.c.memory_steps == bindparam("b_start"))
-    .values(memory_steps=bindparam("b_end"))
 )
 
 
@@ -200,9 +194,8 @@ def apply_session_write(
         SessionNotFound: There is no such session.
         StaleWrite: ``start`` is not the stored step count (another writer got there).
     """
-    if steps is not None and not values:  # the hot path (a turn's steps): one prepared statement
-        params = {"b_id": session_id, "b_start": steps[0], "b_end": steps[0] + steps[1]}
-        updated = conn.execute(_CLAIM, params).rowcount
+    if steps is not None and not values:  # the hot path: a turn's steps
+        updated = int(claim_steps(conn, session_id, steps[0], steps[0] + steps[1]))
     elif values:
         stmt = update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
         if steps is not None:

@@ -4,7 +4,7 @@ and the one write path every write takes (:class:`~coach.persistence.batch.Plan`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Self, TypeVar
 
@@ -174,9 +174,15 @@ class RepositoryBase:
             raise
 
     async def _decode(
-        self, sealer: Sealer, session_id: str, rows: list[Any], first: int, end: int
+        self,
+        sealer: Sealer,
+        session_id: str,
+        rows: list[Any],
+        first: int,
+        end: int,
+        known: Mapping[int, str] | None = None,
     ) -> list[object]:
-        args = (self._codec, sealer, session_id, rows, first, end)
+        args = (self._codec, sealer, session_id, rows, first, end, known)
         if len(rows) <= _STEPS_ON_LOOP:
             return decode_or_empty(*args)
         return await asyncio.to_thread(decode_or_empty, *args)

@@ -222,7 +222,12 @@ class ReadMethods(RepositoryBase):
             "resume_session",
         )
         memory = await self._decode(
-            sealer, session_id, list(loaded.step_rows), loaded.steps_from, loaded.stored_steps
+            sealer,
+            session_id,
+            list(loaded.step_rows),
+            loaded.steps_from,
+            loaded.stored_steps,
+            loaded.window_texts,
         )
         return ResumeResult(
             session=loaded.session,
