@@ -12,8 +12,10 @@ as the driver gives them, and a time is read with :func:`utc`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any, Final
 
 from sqlalchemy import Table
@@ -26,7 +28,11 @@ __all__ = ["DriverQuery", "claim_steps", "insert_messages", "insert_steps", "utc
 _Bind = Callable[[Any], Any] | None
 
 _MESSAGE_COLUMNS: Final = ("session_id", "phase_id", "role", "content", "interrupted", "created_at")
-_STEP_COLUMNS: Final = ("session_id", "seq", "codec", "version", "signature", "payload")
+_STEP_COLUMNS: Final = (
+    "session_id", "seq", "codec", "version", "signature", "payload", "message_id"
+)  # fmt: skip
+_message_values: Final = itemgetter(*_MESSAGE_COLUMNS)
+_step_values: Final = itemgetter(*_STEP_COLUMNS)
 _ROWS_PER_INSERT: Final = 500
 """Messages per ``INSERT``: 3,000 parameters, well inside both drivers' limits."""
 _Compiled = tuple[str, tuple[str, ...], tuple[_Bind, ...], dict[str, Any]]
@@ -46,14 +52,15 @@ def _binds(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> tuple[_B
 
 
 def _bound(binds: tuple[_Bind, ...], values: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(v if bind is None else bind(v) for bind, v in zip(binds, values, strict=True))
+    return tuple([v if bind is None else bind(v) for bind, v in zip(binds, values, strict=True)])
 
 
-def _marks(dialect: Dialect, count: int, first: int = 1) -> str:
-    """``count`` parameter markers in the driver's style, numbered from ``first``."""
-    if dialect.paramstyle == "qmark":
-        return ", ".join("?" * count)
-    return ", ".join(f"${n}" for n in range(first, first + count))
+@functools.lru_cache(maxsize=16)
+def _marks(paramstyle: str, count: int) -> tuple[str, ...]:
+    """``count`` parameter markers in the driver's style (``?`` or ``$1, $2, ...``)."""
+    if paramstyle == "qmark":
+        return ("?",) * count
+    return tuple(f"${n}" for n in range(1, count + 1))
 
 
 def claim_steps(conn: Connection, session_id: str, start: int, end: int) -> bool:
@@ -61,7 +68,7 @@ def claim_steps(conn: Connection, session_id: str, start: int, end: int) -> bool
     (the claim of positions ``start .. end - 1``, which takes the session's row lock)."""
     dialect = conn.dialect
     binds = _binds(dialect, SESSIONS, ("memory_steps", "id", "memory_steps"))
-    end_at, id_is, start_at = _marks(dialect, 3).split(", ")
+    end_at, id_is, start_at = _marks(dialect.paramstyle, 3)
     sql = (
         f"UPDATE sessions SET memory_steps = {end_at} "
         f"WHERE id = {id_is} AND memory_steps = {start_at}"
@@ -74,10 +81,10 @@ def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     if not rows:
         return
     dialect = conn.dialect
-    columns = (*_STEP_COLUMNS, "message_id")
-    binds = _binds(dialect, AGENT_STEPS, columns)
-    sql = f"INSERT INTO agent_steps ({', '.join(columns)}) VALUES ({_marks(dialect, 7)})"
-    conn.exec_driver_sql(sql, [_bound(binds, [row[c] for c in columns]) for row in rows])
+    binds = _binds(dialect, AGENT_STEPS, _STEP_COLUMNS)
+    marks = ", ".join(_marks(dialect.paramstyle, len(_STEP_COLUMNS)))
+    sql = f"INSERT INTO agent_steps ({', '.join(_STEP_COLUMNS)}) VALUES ({marks})"
+    conn.exec_driver_sql(sql, [_bound(binds, _step_values(row)) for row in rows])
 
 
 def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -92,25 +99,31 @@ def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list
     return ids
 
 
-def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    dialect = conn.dialect
-    binds = _binds(dialect, CONVERSATIONS, _MESSAGE_COLUMNS)
+@functools.lru_cache(maxsize=128)
+def _messages_sql(paramstyle: str, count: int) -> str:
+    """The ``INSERT`` of ``count`` conversation rows, returning each one's id and time."""
     width = len(_MESSAGE_COLUMNS)
+    marks = _marks(paramstyle, width * count)
     values = ", ".join(
-        f"({_marks(dialect, width, 1 + width * index)})" for index in range(len(rows))
+        f"({', '.join(marks[width * index : width * (index + 1)])})" for index in range(count)
     )
-    sql = (
+    return (
         f"INSERT INTO session_conversations ({', '.join(_MESSAGE_COLUMNS)}) "
         f"VALUES {values} RETURNING id, created_at"
     )
-    params: list[Any] = []
-    for row in rows:
-        params += _bound(binds, [row[c] for c in _MESSAGE_COLUMNS])
-    at = {params[width * i + width - 1]: i for i in range(len(rows))}
+
+
+def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    binds = _binds(conn.dialect, CONVERSATIONS, _MESSAGE_COLUMNS)
+    bound = [_bound(binds, _message_values(row)) for row in rows]
+    at = {values[-1]: index for index, values in enumerate(bound)}  # its time names a row
     if len(at) != len(rows):
         raise ValueError("messages of one insert must have distinct times")
+    params = tuple(value for values in bound for value in values)
     ids = [0] * len(rows)
-    for message_id, created in conn.exec_driver_sql(sql, tuple(params)):
+    for message_id, created in conn.exec_driver_sql(
+        _messages_sql(conn.dialect.paramstyle, len(rows)), params
+    ):
         ids[at[created]] = int(message_id)
     return ids
 
