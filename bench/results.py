@@ -222,6 +222,16 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
             "–",
         ]
     )
+    for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
+        mid, low, high = _ratio(batches, ss.WORK, ss.PEER)
+        rows.append(
+            [
+                f"coach's own work in {what}, no database / SQLiteSession's whole {what[2:]}",
+                f"{mid:.2f}× ({low:.2f}–{high:.2f})",
+                "–",
+                "–",
+            ]
+        )
     rows.append(
         [
             f"`pool_pre_ping` round trips per PG transaction ({r.pings[1].count})",

@@ -23,6 +23,12 @@ What is compared (issue 25's targets):
   ``resume_session`` reads (session, outputs, the newest 50 messages, the newest 100
   step rows, the state) in one hand-off, undecoded.
 
+* **coach's own work, no database** (both sections): what coach does besides its SQL —
+  per turn, the batch checked, its two steps pickled and signed, its four personal
+  fields sealed; per read, the window's 50 messages and the steps opened (AES-GCM),
+  verified (HMAC) and unpickled, from rows read before the timer. The floor under
+  coach's figure that no change to the database layer can remove.
+
 Every figure is **process CPU** (``time.process_time``: all threads — the loop and the
 database threads), per turn or per read, for one store's batch of a round; a round runs
 every store once, in an order that rotates, and a ratio is coach's batch over the peer's
@@ -52,10 +58,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from coach.persistence import open_repository
+from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
+from coach.persistence.conversation import open_content
+from coach.persistence.crypto import Sealer, new_data_key
+from coach.persistence.driver import utc
+from coach.persistence.memory import decode_or_empty
+from coach.persistence.schema import utcnow
 from coach.store import AddMessage, AppendSteps
 
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items
@@ -68,6 +80,11 @@ SEED = "coach seed API"
 RESUME = "coach resume_session"
 PEER = AgentsSQLiteBackend.label
 RAW = "raw sqlite3 (coach's rows)"
+WORK = "coach's own work, no database"
+"""Per turn: what coach does besides SQL — the ops checked, the steps pickled and signed,
+every personal field sealed; per read: the window's messages and the steps opened,
+verified and unpickled from rows read before the timer. The floor under coach's figure
+that no database layer can remove."""
 
 
 @dataclass(frozen=True)
@@ -215,6 +232,35 @@ class RawCoachRows:
         result: int = await self._call(unit)
         return result
 
+    async def resume_rows(self, max_pairs: int = 25) -> tuple[list[Any], list[Any], int]:
+        """The window's messages ``(id, role, content, created_at)``, the steps from the
+        oldest of them on (with their message's sealed text) and the stored step count."""
+        sid = self.session_id
+
+        def unit() -> tuple[list[Any], list[Any], int]:
+            conn = self.conn
+            assert conn is not None
+            (count,) = conn.execute(
+                "SELECT memory_steps FROM sessions WHERE id = ?", (sid,)
+            ).fetchone()
+            window = conn.execute(
+                "SELECT id, role, content, created_at FROM session_conversations "
+                "WHERE session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+                (sid, 2 * max_pairs),
+            ).fetchall()
+            steps = conn.execute(
+                "SELECT s.seq, s.codec, s.version, s.signature, s.payload, c.id, c.content, "
+                "c.created_at, c.role FROM agent_steps s "
+                "LEFT JOIN session_conversations c ON c.id = s.message_id "
+                "WHERE s.session_id = ? AND s.seq >= (SELECT min(seq) FROM agent_steps "
+                "WHERE session_id = ? AND message_id >= ?) ORDER BY s.seq",
+                (sid, sid, min(row[0] for row in window)),
+            ).fetchall()
+            return window, [_StepRow(*row) for row in steps], int(count)
+
+        found: tuple[list[Any], list[Any], int] = await self._call(unit)
+        return found
+
     async def aclose(self) -> None:
         """Close the connection and the thread."""
         if self.conn is not None:
@@ -254,6 +300,8 @@ async def write_round(label: str, texts: Sequence[Turn]) -> Batch:
                 return await measured(len(texts), lambda n: peer.write_turn(session, prepared[n]))
             finally:
                 await peer.aclose()
+        if label == WORK:
+            return await encoding_round(texts)
         coach, handle = await _coach_session(directory / "r.db")
         await coach.aclose()
         raw = RawCoachRows(directory / "r.db")
@@ -265,9 +313,32 @@ async def write_round(label: str, texts: Sequence[Turn]) -> Batch:
             await raw.aclose()
 
 
+async def encoding_round(texts: Sequence[Turn]) -> Batch:
+    """:data:`WORK` for ``texts``: each turn's batch planned (checked, its steps pickled
+    and signed) and its rows sealed, as ``write_batch`` does before its SQL."""
+    codec, sealer, sid = StepCodec(SECRET), Sealer("0" * 32, new_data_key()), "1" * 32
+    batches = [
+        (
+            AddMessage(sid, "user", t.user),
+            AddMessage(sid, "assistant", t.assistant),
+            AppendSteps(sid, 2 * n, chat_items(t)),
+        )
+        for n, t in enumerate(texts)
+    ]
+
+    async def work(n: int) -> None:
+        plan = Plan.of(batches[n], codec, utcnow)
+        for row in plan.messages:
+            sealer.seal_row("session_conversations", row)
+        for row in plan.step_rows:
+            sealer.seal_row("agent_steps", row)
+
+    return await measured(len(texts), work)
+
+
 async def section_writes(rounds: int, count: int) -> dict[str, list[Batch]]:
     """``rounds`` rounds of every store writing ``count`` turns (after one warm-up)."""
-    labels = (COACH, SEED, PEER, RAW)
+    labels = (COACH, SEED, PEER, RAW, WORK)
     texts = turns(1, count)
     for label in labels:
         await write_round(label, texts[:20])
@@ -294,10 +365,12 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
         await peer.open()
         session = await peer.new_session("s")
         await peer.bulk_load(session, texts)
+        decode = await decoding(coach, raw)
         readers: dict[str, Callable[[int], Awaitable[object]]] = {
             RESUME: lambda _n: coach.live_resume(handle),
             PEER: lambda _n: peer.read_window(session),
             RAW: lambda _n: raw.read_resume(),
+            WORK: lambda _n: decode(),
         }
         try:
             for read in readers.values():  # warm-up: statement caches, first connections
@@ -313,6 +386,42 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
             await raw.aclose()
             await peer.aclose()
             await coach.aclose()
+
+
+class _StepRow(NamedTuple):
+    seq: int
+    codec: str
+    version: int
+    signature: bytes
+    payload: bytes
+    message_id: int | None
+    content: bytes | None
+    message_at: str | None
+    message_role: str | None
+
+
+async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[[], Awaitable[int]]:
+    """:data:`WORK` for a resume: the window's 50 messages and the steps from the oldest
+    of them on, read once (by ``raw``), then — each call — opened, verified and unpickled
+    with coach's own functions, as ``resume_session`` does after its SQL."""
+    sid = raw.session_id
+    sealer = await coach.repo.vault.sealer(coach.user_id)
+    assert sealer is not None
+    window, steps, stored = await raw.resume_rows()
+    first = steps[0].seq if steps else stored
+    codec = StepCodec(SECRET)
+
+    async def decode() -> int:
+        known = {
+            message_id: open_content(sealer, sid, utc(at), role, content)
+            for message_id, role, content, at in window
+        }
+        decoded = decode_or_empty(codec, sealer, sid, steps, first, stored, known)
+        if len(decoded) != len(steps):  # a refused row decodes to []: never time that
+            raise RuntimeError("the bench's step rows did not decode")
+        return len(known) + len(decoded)
+
+    return decode
 
 
 # --- PostgreSQL: pool_pre_ping -------------------------------------------------------------
