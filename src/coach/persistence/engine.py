@@ -181,7 +181,7 @@ def _configure_sqlite(
     """Set SQLite's pragmas on every new connection and, with ``begin_event``, emit
     ``BEGIN`` on every transaction. :class:`Database` emits its ``BEGIN`` in the unit
     instead: any connection event makes SQLAlchemy dispatch events around every
-    statement (~10 % of a turn's write)."""
+    statement (~20 % of a turn's write)."""
     sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
 
     @event.listens_for(sync, "connect")
