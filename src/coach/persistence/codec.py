@@ -309,7 +309,6 @@ _HEAD: Final = _part(_DOMAIN)
 _HEAD_WITH_TEXT: Final = _part(_DOMAIN_WITH_TEXT)
 
 
-@functools.lru_cache(maxsize=256)
 def _bound(codec: str, version: int, session_id: str) -> bytes:
     """The signed message's codec, version and session parts."""
     return _part(codec.encode()) + _part(str(version).encode()) + _part(session_id.encode())

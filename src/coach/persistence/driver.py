@@ -88,7 +88,7 @@ def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Insert (sealed) conversation rows in one statement; return their ids in order.
+    """Insert (sealed) conversation rows, 500 to a statement; return their ids in order.
 
     The database may return the new rows in any order: each comes back with its time,
     which names it (a batch stamps its messages a microsecond apart).

@@ -151,6 +151,7 @@ def create_engine(
         require_directory(parsed)
         engine = _create_async_engine(parsed, echo=echo)
         _configure_sqlite(engine, busy_timeout_ms, foreign_keys=foreign_keys)
+        _begin_on_transaction(engine)
         return engine
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
@@ -172,21 +173,15 @@ def create_engine(
 
 
 def _configure_sqlite(
-    engine: AsyncEngine | Engine,
-    busy_timeout_ms: int,
-    *,
-    foreign_keys: bool = True,
-    begin_event: bool = True,
+    engine: AsyncEngine | Engine, busy_timeout_ms: int, *, foreign_keys: bool = True
 ) -> None:
-    """Set SQLite's pragmas on every new connection and, with ``begin_event``, emit
-    ``BEGIN`` on every transaction. :class:`Database` emits its ``BEGIN`` in the unit
-    instead: any connection event makes SQLAlchemy dispatch events around every
-    statement (~20 % of a turn's write)."""
+    """Set SQLite's pragmas on every new connection, and leave ``BEGIN`` to coach."""
     sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
 
     @event.listens_for(sync, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # We emit BEGIN ourselves (see _on_begin); the driver must not.
+        # We emit BEGIN ourselves (Database's units, _begin_on_transaction); the driver
+        # must not.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
@@ -197,10 +192,14 @@ def _configure_sqlite(
         finally:
             cursor.close()
 
-    if not begin_event:
-        return
 
-    @event.listens_for(sync, "begin")
+def _begin_on_transaction(engine: AsyncEngine) -> None:
+    """Emit ``BEGIN`` (``BEGIN IMMEDIATE`` on a :func:`write_engine`) on every transaction
+    of a tooling engine. :class:`Database` emits its own in the unit instead: a
+    connection event makes SQLAlchemy dispatch events around every statement (~20 % of
+    a turn's write)."""
+
+    @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get(_WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -407,5 +406,5 @@ def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int) -> Engine:
         require_directory(url)
         kwargs.update(pool_size=pool_size, max_overflow=0)
     engine = _create_sync_engine(url, **kwargs)
-    _configure_sqlite(engine, busy_timeout_ms, begin_event=False)
+    _configure_sqlite(engine, busy_timeout_ms)
     return engine
