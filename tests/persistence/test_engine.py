@@ -12,11 +12,12 @@ import asyncpg
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from coach.errors import ConfigError, StorageError
 from coach.persistence import Repository, open_repository
-from coach.persistence.engine import Database, is_transient
+from coach.persistence.driver import insert_steps
+from coach.persistence.engine import Database, driver_sql, is_transient
 from coach.state import DeltaSpec
 from coach.store import AddMessage
 from tests.recording.tcp_proxy import TcpProxy
@@ -50,6 +51,42 @@ async def test_writes_lock_what_orders_them(repo: Repository) -> None:
         # The state row orders writers: the write moves its step with an UPDATE, which
         # holds the row lock until COMMIT.
         assert any(s.startswith("UPDATE SESSION_STATE SET STEP=") for s in seen)
+
+
+async def test_driver_statements_fail_and_show_as_sqlalchemy_statements_do(
+    repo: Repository,
+) -> None:
+    # The hot statements skip SQLAlchemy's execution machinery, not what it gives: a
+    # driver error is SQLAlchemy's (a broken key is an IntegrityError, so a write names
+    # its unknown session), the unit rolls back, and listeners see the statements.
+    user = await repo.get_or_create_user("driver")
+    sid = (await repo.create_session(user.id)).id
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(str(args[2]))
+
+    row = {"session_id": "0" * 32, "seq": 0, "codec": "c", "version": 1,
+           "signature": b"s", "payload": b"p", "message_id": None}  # fmt: skip
+
+    def orphan_step(conn: Connection) -> None:
+        driver_sql(conn, "UPDATE sessions SET memory_steps = 7")
+        insert_steps(conn, [row])
+
+    event.listen(repo.database.sync_engine, "before_cursor_execute", record)
+    try:
+        with pytest.raises(StorageError) as caught:
+            await repo.database.run(orphan_step, write=True, what="orphan step")
+    finally:
+        event.remove(repo.database.sync_engine, "before_cursor_execute", record)
+    assert isinstance(caught.value.__cause__, IntegrityError)
+    assert not caught.value.transient
+    assert [s.split()[0] for s in seen if "BEGIN" not in s] == ["UPDATE", "INSERT"]
+    assert (await repo.get_session(sid)) is not None
+    assert await repo.database.run(
+        lambda conn: driver_sql(conn, "SELECT memory_steps FROM sessions")[1],
+        write=False, what="read",
+    ) == [(0,)]  # fmt: skip
 
 
 def test_transient_errors() -> None:

@@ -33,7 +33,7 @@ import asyncio
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Database",
     "create_engine",
+    "driver_sql",
     "is_memory",
     "is_transient",
     "normalize_url",
@@ -213,6 +214,48 @@ def write_engine(engine: AsyncEngine) -> AsyncEngine:
     return engine.execution_options(**{_WRITE_OPTION: True})
 
 
+def driver_sql(
+    conn: Connection, sql: str, params: Sequence[Any] = (), *, many: bool = False
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """Run ``sql`` on ``conn``'s own driver cursor, inside its transaction: the row
+    count and the rows (``many``: ``params`` is a sequence of parameter rows).
+
+    For the hottest statements: a statement through SQLAlchemy's ``Connection`` —
+    even ``exec_driver_sql`` — sets up an execution context and a result each time,
+    which cost more than the statement on SQLite. What SQLAlchemy gives on the way is
+    kept here: a driver error comes out as SQLAlchemy's :class:`~sqlalchemy.exc.DBAPIError`
+    (so :class:`Database` retries and reports it alike), and a lost connection is
+    invalidated with every pooled connection as old (the pool is replaced), as
+    SQLAlchemy does, so the retry opens a new one. Listeners of the engine's
+    ``before_cursor_execute`` and ``after_cursor_execute`` see the statement (with no
+    execution context; they cannot rewrite it): it is dispatched only when there are.
+    """
+    dialect, events = conn.dialect, conn.dispatch
+    pooled = conn.connection
+    cursor = pooled.cursor()
+    try:
+        if events.before_cursor_execute:
+            events.before_cursor_execute(conn, cursor, sql, params, None, many)
+        if many:
+            cursor.executemany(sql, params)
+        else:
+            cursor.execute(sql, params)
+        if events.after_cursor_execute:
+            events.after_cursor_execute(conn, cursor, sql, params, None, many)
+        return cursor.rowcount, (list(cursor.fetchall()) if cursor.description else [])
+    except dialect.loaded_dbapi.Error as error:
+        lost = dialect.is_disconnect(error, pooled.dbapi_connection, cursor)
+        if lost:
+            conn.invalidate(error)
+            conn.engine.dispose(close=False)
+        raise DBAPIError.instance(
+            sql, params, error, dialect.loaded_dbapi.Error,
+            connection_invalidated=lost, dialect=dialect,
+        ) from error  # fmt: skip
+    finally:
+        cursor.close()
+
+
 class _CommitFailed(Exception):
     """A failure while committing: the transaction may have landed."""
 
@@ -234,7 +277,7 @@ def _transact(
     transaction = conn.begin()
     try:
         if begin is not None:
-            conn.exec_driver_sql(begin)
+            driver_sql(conn, begin)
         result = op(conn)
         if abandoned is not None and abandoned.is_set():
             raise _Abandoned
