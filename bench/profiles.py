@@ -20,6 +20,11 @@ the profile's total, and the total split by where the code lives (coach, SQLAlch
 the ``sqlite3`` module's C calls, asyncio, pickle/hmac, the rest). cProfile adds a
 fixed cost to every Python call, so the shares lean towards code made of many small
 Python calls (SQLAlchemy's) and away from C: read them as an order, not as timings.
+
+Then, without any profiler, a one-turn ``write_batch`` part by part (``--parts-rounds``
+rounds of ``--parts-turns`` of each part, process CPU of all threads): a thread
+hand-off alone, an empty unit of work, ``Plan.of``, ``Plan.apply`` timed inside its
+unit, the whole call — and what the whole leaves over once the parts are taken out.
 """
 
 from __future__ import annotations
@@ -27,17 +32,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import pstats
+import statistics
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .backends import CoachBackend, CoachSession
-from .measure import sqlite_dir, sqlite_url
+from coach.persistence.batch import Plan
+from coach.persistence.codec import StepCodec
+from coach.persistence.engine import driver_sql
+from coach.store import AddMessage, AppendSteps
+
+from .backends import SECRET, CoachBackend, CoachSession
+from .measure import sqlite_dir, sqlite_url, table
 from .recorder_cpu import record, workload
 from .text import Turn, turns
 
@@ -218,6 +232,108 @@ async def profile_recorder(count: int, top: int) -> ProfileResult:
     return summarise("recorder, flat out", 2 * count, "message", found, top)
 
 
+# --- a turn, part by part, without the profiler -------------------------------------------
+
+HAND_OFF = "a thread hand-off alone (a no-op on a worker thread; the peer and raw pay one)"
+EMPTY_UNIT = "an empty unit: `Database.run` (hand-off, SQLAlchemy connection, BEGIN, COMMIT)"
+PLAN = "`Plan.of` on the loop: the ops checked, two memory steps pickled and signed"
+APPLY = "`Plan.apply` in the unit: four fields sealed, the claim and two INSERTs"
+COMMIT = "the `COMMIT` of those rows (sqlite3 writing the WAL)"
+WHOLE = "the whole `write_batch`"
+REST = "the rest: the whole less the empty unit, `Plan.of`, `Plan.apply` and the `COMMIT`"
+
+
+@dataclass(frozen=True)
+class TurnParts:
+    """CPU per one-turn ``write_batch`` and per part of it (µs), one list per part, one
+    value per round."""
+
+    turns: int
+    parts: dict[str, list[float]]
+
+
+async def turn_parts(rounds: int, count: int) -> TurnParts:
+    """Each round, ``count`` of each part, back to back in one process (process CPU of
+    all threads, a collection before each part): where a turn's CPU goes, with no
+    profiler's overhead on every Python call."""
+    parts: dict[str, list[float]] = {
+        k: [] for k in (HAND_OFF, EMPTY_UNIT, PLAN, APPLY, COMMIT, WHOLE)
+    }
+    texts = turns(4, 2 * rounds * count)
+    codec = StepCodec(SECRET)
+    with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
+        handle = await _prepared(directory / "t.db")
+        coach = CoachBackend(sqlite_url(directory / "t.db"))
+        await coach.open()
+        db, sid = coach.repo.database, handle.id
+        sealers = {sid: await coach.repo.vault.sealer(coach.user_id)}
+        loop, stored = asyncio.get_running_loop(), 0
+
+        def turn_ops(n: int) -> list[Any]:
+            turn, steps = coach.items(handle, texts[n])
+            user, assistant = (
+                AddMessage(sid, "user", turn.user),
+                AddMessage(sid, "assistant", turn.assistant),
+            )
+            return [user, assistant, AppendSteps(sid, 2 * n, steps)]
+
+        ops = [turn_ops(n) for n in range(len(texts))]  # made before any timer
+
+        def unit(plan: Plan) -> tuple[float, float]:
+            """A unit as :class:`Database` runs it, with ``Plan.apply`` and ``COMMIT`` timed."""
+            with db.sync_engine.connect() as conn:
+                transaction = conn.begin()
+                driver_sql(conn, "BEGIN IMMEDIATE")
+                start = time.thread_time()
+                plan.apply(conn, sealers)
+                applied = time.thread_time()
+                transaction.commit()
+                return applied - start, time.thread_time() - applied
+
+        async def timed(part: str, run: Callable[[int], Awaitable[object]], first: int = 0) -> None:
+            gc.collect()
+            start = time.process_time()
+            for n in range(first, first + count):
+                await run(n)
+            parts[part].append((time.process_time() - start) / count * 1e6)
+
+        try:
+            for _ in range(rounds):
+                await timed(HAND_OFF, lambda _n: loop.run_in_executor(thread, lambda: None))
+                await timed(EMPTY_UNIT, lambda _n: db.run(lambda _c: None, write=True, what="-"))
+                gc.collect()
+                start = time.process_time()
+                now = lambda: datetime.now(UTC)  # noqa: E731
+                plans = [Plan.of(ops[stored + n], codec, now) for n in range(count)]
+                parts[PLAN].append((time.process_time() - start) / count * 1e6)
+                timings = [await loop.run_in_executor(thread, unit, p) for p in plans]
+                parts[APPLY].append(sum(a for a, _ in timings) / count * 1e6)
+                parts[COMMIT].append(sum(c for _, c in timings) / count * 1e6)
+                stored += count
+                await timed(WHOLE, lambda n: coach.repo.write_batch(ops[n]), stored)
+                stored += count
+        finally:
+            await coach.aclose()
+    return TurnParts(count, parts)
+
+
+def parts_report(r: TurnParts) -> str:
+    """The parts' medians, and what the whole leaves over."""
+    mid = {part: statistics.median(values) for part, values in r.parts.items()}
+    rounds = len(r.parts[WHOLE])
+    rest = [
+        whole - empty - plan - apply - commit
+        for whole, empty, plan, apply, commit in zip(
+            *(r.parts[k] for k in (WHOLE, EMPTY_UNIT, PLAN, APPLY, COMMIT)), strict=True
+        )
+    ]
+    rows = [[part, f"{mid[part]:.0f}", f"{min(v):.0f}–{max(v):.0f}"] for part, v in r.parts.items()]
+    rows.append([REST, f"{statistics.median(rest):.0f}", f"{min(rest):.0f}–{max(rest):.0f}"])
+    header = [f"part of a one-turn write_batch ({rounds} rounds × {r.turns:,})",
+              "CPU µs, median", "range"]  # fmt: skip
+    return table(header, rows)
+
+
 def report(results: Sequence[ProfileResult]) -> str:
     """Per workload: the split, then the hottest functions."""
     out = []
@@ -260,6 +376,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-reads", type=int, default=200, help="resumes profiled (200)")
     parser.add_argument("--recorder-turns", type=int, default=1000, help="turns recorded")
     parser.add_argument("--top", type=int, default=12, help="functions listed per profile")
+    parser.add_argument("--parts-rounds", type=int, default=7, help="rounds of turn parts (7)")
+    parser.add_argument("--parts-turns", type=int, default=500, help="turns per part (500)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -269,11 +387,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     a = parser.parse_args(argv)
     print(
         f"{COMMAND} --writes {a.writes} --resume-turns {a.resume_turns} --profile-reads "
-        f"{a.profile_reads} --recorder-turns {a.recorder_turns}"
+        f"{a.profile_reads} --recorder-turns {a.recorder_turns} --parts-rounds "
+        f"{a.parts_rounds} --parts-turns {a.parts_turns}"
     )
     print(
         report(asyncio.run(run(a.writes, a.resume_turns, a.profile_reads, a.recorder_turns, a.top)))
     )
+    print()
+    print(parts_report(asyncio.run(turn_parts(a.parts_rounds, a.parts_turns))))
 
 
 if __name__ == "__main__":

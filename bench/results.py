@@ -43,6 +43,7 @@ from .charts import Bar, ratios_chart, scaling_chart
 from .core import machine
 from .measure import table, verdict
 from .pgload import LoadResult, load_report, raw_ratios, section_load
+from .profiles import TurnParts
 
 COMMAND = "python -m bench.results"
 BEGIN, END = "<!-- bench.results: begin -->", "<!-- bench.results: end -->"
@@ -78,12 +79,20 @@ class Sizes:
     profile_writes: int = 500
     profile_reads: int = 200
     profile_recorder: int = 1000
+    parts_rounds: int = 7
+    parts_turns: int = 500
     startup_pairs: int = 5
 
 
 QUICK = Sizes(3, 200, 500, 10, 50, 2, 200, 10, 1500, 3, 1, 30, "100,500", "1,10", 10, 2, 10)
 QUICK = dataclasses.replace(
-    QUICK, profile_writes=100, profile_reads=30, profile_recorder=200, startup_pairs=1
+    QUICK,
+    profile_writes=100,
+    profile_reads=30,
+    profile_recorder=200,
+    parts_rounds=2,
+    parts_turns=100,
+    startup_pairs=1,
 )
 
 
@@ -99,6 +108,7 @@ class Results:
     visit: list[visit_storage.VisitStorage]
     scaling: scaling.Scaling
     profiles: list[profiles.ProfileResult]
+    parts: TurnParts
     startup: str
     """``bench.startup``'s table (markdown) and command line."""
 
@@ -130,9 +140,11 @@ async def collect(z: Sizes) -> Results:
     found = await profiles.run(
         z.profile_writes, z.resume_turns, z.profile_reads, z.profile_recorder, 12
     )
+    _log("a turn, part by part")
+    parts = await profiles.turn_parts(z.parts_rounds, z.parts_turns)
     _log("start-up (fresh processes)")
     startup = await asyncio.to_thread(_startup, z.startup_pairs)
-    return Results(writes, resume, pings, rec, load, visit, scaled, found, startup)
+    return Results(writes, resume, pings, rec, load, visit, scaled, found, parts, startup)
 
 
 def _startup(pairs: int) -> str:
@@ -316,6 +328,10 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         "",
         profiles.report(r.profiles),
         "",
+        "### A turn written, part by part (SQLite, no profiler, CPU of all threads)",
+        "",
+        profiles.parts_report(r.parts),
+        "",
         "### Start-up (fresh processes; CPU of all threads)",
         "",
         r.startup,
@@ -342,6 +358,7 @@ def _json(r: Results) -> dict[str, Any]:
         "recorder": [dataclasses.asdict(x) for x in r.recorder],
         "visit": [dataclasses.asdict(v) | {"workload": None} for v in r.visit],
         "startup_cpu": startup_cpu(r.startup),
+        "turn_parts": r.parts.parts,
     }
 
 
