@@ -57,7 +57,7 @@ test: $(STAMP) $(WEB_STAMP)
 		echo "make test: no Chromium at $$browser, so the browser tests cannot run (apt-get install chromium, or set CHROMIUM=/path/to/chromium); the Python suite runs anyway" >&2; \
 		status=1; \
 	fi; \
-	$(PY) -m pytest -q || status=$$?; \
+	$(PY) -m pytest -q -n auto --dist worksteal || status=$$?; \
 	exit $$status
 
 ## web: build the browser client into src/coach/surfaces/web_client (the package ships it)

@@ -45,6 +45,10 @@ def test_without_coach_user_no_user_is_passed(tmp_path: Path) -> None:
     assert make_run(tmp_path, "COACH_USER=") == ["-m", "coach", "chat"]
 
 
+PYTEST = "-m pytest -q -n auto --dist worksteal"
+"""The Python suite, on every core."""
+
+
 def make_test(tmp_path: Path, chromium: str) -> subprocess.CompletedProcess[str]:
     """``make test`` with stand-ins for npm and Python that log how they were called."""
     log = tmp_path / "calls"
@@ -65,7 +69,7 @@ def make_test(tmp_path: Path, chromium: str) -> subprocess.CompletedProcess[str]
 def test_make_test_without_chromium_says_so_once_and_still_runs_python(tmp_path: Path) -> None:
     done = make_test(tmp_path, str(tmp_path / "no-chromium"))
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert calls == ["run --prefix web --silent test:unit", "-m pytest -q"]
+    assert calls == ["run --prefix web --silent test:unit", PYTEST]
     # make's own failure line aside ("make: ***", or "make[2]: ***" under another make).
     (line,) = [x for x in done.stderr.splitlines() if not re.match(r"make(\[\d+\])?: \*\*\*", x)]
     assert "no Chromium at" in line and "apt-get install chromium" in line
@@ -78,6 +82,6 @@ def test_make_test_with_chromium_runs_all_three(tmp_path: Path) -> None:
     assert calls == [
         "run --prefix web --silent test:unit",
         "run --prefix web --silent test:browser",
-        "-m pytest -q",
+        PYTEST,
     ]
     assert (done.returncode, done.stderr) == (0, "")
