@@ -152,8 +152,9 @@ class RepositoryBase:
             plan = Plan.of(ops, self._codec, self._clock)
         else:
             plan = await asyncio.to_thread(Plan.of, ops, self._codec, self._clock)
-        sealers = await self._owners.of_sessions(plan.session_ids)
-        if missing := sorted(plan.session_ids - sealers.keys()):
+        sessions = plan.session_ids
+        sealers = await self._owners.of_sessions(sessions)
+        if missing := sorted(sessions - sealers.keys()):
             raise SessionNotFound(missing[0])
 
         def unit(conn: Connection) -> Applied:
@@ -167,9 +168,9 @@ class RepositoryBase:
             # A message or phase output of an unknown session breaks its foreign key;
             # name the session (only on this failure path does it cost a read).
             if isinstance(exc.__cause__, IntegrityError):
-                stmt = select(SESSIONS.c.id).where(SESSIONS.c.id.in_(plan.session_ids))
+                stmt = select(SESSIONS.c.id).where(SESSIONS.c.id.in_(sessions))
                 found = {sid for (sid,) in await self._rows(stmt, what)}
-                if missing := sorted(plan.session_ids - found):
+                if missing := sorted(sessions - found):
                     raise SessionNotFound(missing[0]) from exc
             raise
 
