@@ -203,6 +203,30 @@ async def test_a_connection_the_server_closed_is_replaced_by_the_next_call(
         await repo.aclose()
 
 
+@pytest.mark.postgres
+async def test_a_lost_connection_seen_by_a_driver_statement_replaces_the_whole_pool(
+    postgres_url: str, memory_secret: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A turn's first statement runs on the driver's cursor; when it finds its connection
+    # dead, the other pooled connections (as old) are not tried one by one: one retry.
+    repo = await open_repository(
+        postgres_url, **keys_of(postgres_url), secret=memory_secret, pool_size=3, max_overflow=0
+    )
+    try:
+        user = await repo.get_or_create_user("ada")
+        sid = (await repo.create_session(user.id)).id
+        await asyncio.gather(*(repo.get_session(sid) for _ in range(3)))  # three pooled
+        with caplog.at_level(logging.DEBUG, logger="coach.persistence"):
+            assert await _terminate_coach_connections(postgres_url) >= 2
+            await repo.write_batch([AddMessage(sid, "user", "still here?")])
+        retried = [getattr(r, "operation", None) for r in caplog.records if "retrying" in r.msg]
+        assert retried == ["write_batch"]
+        conversation = await repo.get_session_conversation(sid)
+        assert [m.content for m in conversation] == ["still here?"]
+    finally:
+        await repo.aclose()
+
+
 async def test_a_sqlite_unit_its_caller_gave_up_on_never_commits_later(sqlite_url: str) -> None:
     """The thread cannot be stopped, so an abandoned unit runs on; it must roll back, or
     a write reported as not saved (a shutdown's deadline) would land afterwards."""

@@ -245,9 +245,9 @@ def driver_sql(
         return cursor.rowcount, (list(cursor.fetchall()) if cursor.description else [])
     except dialect.loaded_dbapi.Error as error:
         lost = dialect.is_disconnect(error, pooled.dbapi_connection, cursor)
-        if lost:
+        if lost:  # every pooled connection is as old: the checked-in ones are closed
             conn.invalidate(error)
-            conn.engine.dispose(close=False)
+            conn.engine.dispose()
         raise DBAPIError.instance(
             sql, params, error, dialect.loaded_dbapi.Error,
             connection_invalidated=lost, dialect=dialect,
