@@ -243,6 +243,10 @@ WHOLE = "the whole `write_batch`"
 REST = "the rest: the whole less the empty unit, `Plan.of`, `Plan.apply` and the `COMMIT`"
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True)
 class TurnParts:
     """CPU per one-turn ``write_batch`` and per part of it (µs), one list per part, one
@@ -303,8 +307,7 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
                 await timed(EMPTY_UNIT, lambda _n: db.run(lambda _c: None, write=True, what="-"))
                 gc.collect()
                 start = time.process_time()
-                now = lambda: datetime.now(UTC)  # noqa: E731
-                plans = [Plan.of(ops[stored + n], codec, now) for n in range(count)]
+                plans = [Plan.of(ops[stored + n], codec, _now) for n in range(count)]
                 parts[PLAN].append((time.process_time() - start) / count * 1e6)
                 timings = [await loop.run_in_executor(thread, unit, p) for p in plans]
                 parts[APPLY].append(sum(a for a, _ in timings) / count * 1e6)
