@@ -179,48 +179,31 @@ async def _terminate_coach_connections(url: str) -> int:
 
 
 @pytest.mark.postgres
-async def test_a_connection_the_server_closed_is_replaced_by_the_next_call(
+async def test_connections_the_server_closed_are_replaced_by_the_next_call(
     postgres_url: str, memory_secret: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # No pre-ping: the pooled connection's death shows at its first statement, and the
-    # call is retried on a new connection — it succeeds, and writes once.
-    repo = await open_repository(
-        postgres_url, **keys_of(postgres_url), secret=memory_secret, pool_size=1, max_overflow=0
-    )
-    try:
-        user = await repo.get_or_create_user("ada")
-        sid = (await repo.create_session(user.id)).id
-        with caplog.at_level(logging.DEBUG, logger="coach.persistence"):
-            assert await _terminate_coach_connections(postgres_url) == 1
-            assert (await repo.get_session(sid)) is not None  # a read
-            assert await _terminate_coach_connections(postgres_url) == 1
-            await repo.write_batch([AddMessage(sid, "user", "still here?")])  # a write
-        retried = [getattr(r, "operation", None) for r in caplog.records if "retrying" in r.msg]
-        assert retried == ["get_session", "write_batch"]  # each found its connection dead
-        conversation = await repo.get_session_conversation(sid)
-        assert [m.content for m in conversation] == ["still here?"]
-    finally:
-        await repo.aclose()
-
-
-@pytest.mark.postgres
-async def test_a_lost_connection_seen_by_a_driver_statement_replaces_the_whole_pool(
-    postgres_url: str, memory_secret: bytes, caplog: pytest.LogCaptureFixture
-) -> None:
-    # A turn's first statement runs on the driver's cursor; when it finds its connection
-    # dead, the other pooled connections (as old) are not tried one by one: one retry.
+    # No pre-ping: a pooled connection's death shows at its first statement — a Core
+    # statement for a read, one on the driver's cursor for a turn's write — and the call
+    # is retried once on a new connection (the others, as old, are not tried one by one):
+    # it succeeds, and writes once.
     repo = await open_repository(
         postgres_url, **keys_of(postgres_url), secret=memory_secret, pool_size=3, max_overflow=0
     )
+
+    async def kill_the_pool() -> None:
+        await asyncio.gather(*(repo.get_session(sid) for _ in range(3)))  # three pooled
+        assert await _terminate_coach_connections(postgres_url) >= 2
+
     try:
         user = await repo.get_or_create_user("ada")
         sid = (await repo.create_session(user.id)).id
-        await asyncio.gather(*(repo.get_session(sid) for _ in range(3)))  # three pooled
         with caplog.at_level(logging.DEBUG, logger="coach.persistence"):
-            assert await _terminate_coach_connections(postgres_url) >= 2
-            await repo.write_batch([AddMessage(sid, "user", "still here?")])
+            await kill_the_pool()
+            assert (await repo.get_session(sid)) is not None  # a read
+            await kill_the_pool()
+            await repo.write_batch([AddMessage(sid, "user", "still here?")])  # a write
         retried = [getattr(r, "operation", None) for r in caplog.records if "retrying" in r.msg]
-        assert retried == ["write_batch"]
+        assert retried == ["get_session", "write_batch"]  # each once
         conversation = await repo.get_session_conversation(sid)
         assert [m.content for m in conversation] == ["still here?"]
     finally:
