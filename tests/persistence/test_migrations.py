@@ -91,6 +91,20 @@ async def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(
     assert not (tmp_path / "data").exists()
 
 
+async def test_a_missing_directory_is_named_by_the_database_typed_not_its_key_store(
+    tmp_path: Path, memory_secret: bytes
+) -> None:
+    path = tmp_path / "data" / "coach.db"
+    with pytest.raises(ConfigError) as refused:
+        await open_repository(
+            f"sqlite:///{path}", master_keys=keys_of("sqlite://")["master_keys"],
+            secret=memory_secret,
+        )  # fmt: skip
+    assert f"the SQLite database {path} cannot be opened" in str(refused.value)
+    assert "keys" not in str(refused.value)
+    assert not (tmp_path / "data").exists()
+
+
 async def test_sqlite_pragmas(sqlite_url: str, memory_secret: bytes) -> None:
     repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=memory_secret)
     try:

@@ -27,7 +27,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 
 from ..errors import ConfigError, PersonErased
 from .crypto import LOOKUP_OWNER, MasterKeys, Sealer, new_data_key
-from .engine import Database, is_memory, normalize_url
+from .engine import Database, is_memory, normalize_url, require_directory
 from .schema import UTCDateTime, utcnow
 from .sql import upsert
 
@@ -194,6 +194,8 @@ class Vault:
                 is the data database itself.
         """
         data = normalize_url(database_url)
+        if keys_url is None and data.get_backend_name() == "sqlite":
+            require_directory(data)  # the keys go beside it: a bad path names the data's
         url = normalize_url(keys_url) if keys_url is not None else default_keys_url(data)
         if url is None:
             raise ConfigError(
