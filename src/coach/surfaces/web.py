@@ -174,7 +174,9 @@ async def mint_token(request: web.Request) -> web.Response:
         body: Any = json.loads(raw)
     except TimeoutError:
         logger.info("a token request's body did not arrive in time")
-        return _refuse(408, "The request body did not arrive in time.")
+        late = _refuse(408, "The request body did not arrive in time.")
+        late.force_close()  # the rest of the body may still come: the connection is done
+        return late
     except web.HTTPRequestEntityTooLarge:
         return _refuse(413, f"The request is over {MAX_BODY} bytes.")
     except (ValueError, RecursionError):
