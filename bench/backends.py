@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from coach.conversation.recorder import Recorder
 from coach.persistence import open_repository
-from coach.store import AddMessage, AppendSteps
+from coach.store import AddMessage, AppendSteps, WriteOp
 
 from .measure import coach_keys
 from .text import Turn
@@ -87,6 +87,18 @@ def chat_items(turn: Turn) -> tuple[llm.ChatMessage, llm.ChatMessage]:
         llm.ChatMessage(role="user", content=[turn.user]),
         llm.ChatMessage(role="assistant", content=[turn.assistant]),
     )
+
+
+def turn_ops(
+    session_id: str, start: int, turn: Turn, steps: Sequence[object] | None = None
+) -> list[WriteOp]:
+    """A turn's writes, as the recorder queues them: its two messages, then its memory
+    steps (default :func:`chat_items`) at position ``start``."""
+    return [
+        AddMessage(session_id, "user", turn.user),
+        AddMessage(session_id, "assistant", turn.assistant),
+        AppendSteps(session_id, start, tuple(chat_items(turn) if steps is None else steps)),
+    ]
 
 
 # --- coach -------------------------------------------------------------------------------
@@ -140,13 +152,7 @@ class CoachBackend:
             await self.repo.add_session_message(handle.id, "assistant", turn.assistant)
             await self.repo.save_agent_state(handle.id, handle.steps)
             return
-        await self.repo.write_batch(
-            [
-                AddMessage(handle.id, "user", turn.user),
-                AddMessage(handle.id, "assistant", turn.assistant),
-                AppendSteps(handle.id, start, steps),
-            ]
-        )
+        await self.repo.write_batch(turn_ops(handle.id, start, turn, steps))
 
     async def bulk_load(
         self, handle: CoachSession, turns: Sequence[Turn], chunk: int = 100

@@ -41,16 +41,15 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
 from coach.persistence.engine import driver_sql
-from coach.store import AddMessage, AppendSteps
+from coach.persistence.schema import utcnow
 
-from .backends import SECRET, CoachBackend, CoachSession
+from .backends import SECRET, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
 from .recorder_cpu import record, workload
 from .text import Turn, turns
@@ -243,10 +242,6 @@ WHOLE = "the whole `write_batch`"
 REST = "the rest: the whole less the empty unit, `Plan.of`, `Plan.apply` and the `COMMIT`"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass(frozen=True)
 class TurnParts:
     """CPU per one-turn ``write_batch`` and per part of it (µs), one list per part, one
@@ -273,15 +268,7 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
         sealers = {sid: await coach.repo.vault.sealer(coach.user_id)}
         loop, stored = asyncio.get_running_loop(), 0
 
-        def turn_ops(n: int) -> list[Any]:
-            turn, steps = coach.items(handle, texts[n])
-            user, assistant = (
-                AddMessage(sid, "user", turn.user),
-                AddMessage(sid, "assistant", turn.assistant),
-            )
-            return [user, assistant, AppendSteps(sid, 2 * n, steps)]
-
-        ops = [turn_ops(n) for n in range(len(texts))]  # made before any timer
+        ops = [turn_ops(sid, 2 * n, t) for n, t in enumerate(texts)]  # before any timer
 
         def unit(plan: Plan) -> tuple[float, float]:
             """A unit as :class:`Database` runs it, with ``Plan.apply`` and ``COMMIT`` timed."""
@@ -307,7 +294,7 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
                 await timed(EMPTY_UNIT, lambda _n: db.run(lambda _c: None, write=True, what="-"))
                 gc.collect()
                 start = time.process_time()
-                plans = [Plan.of(ops[stored + n], codec, _now) for n in range(count)]
+                plans = [Plan.of(ops[stored + n], codec, utcnow) for n in range(count)]
                 parts[PLAN].append((time.process_time() - start) / count * 1e6)
                 timings = [await loop.run_in_executor(thread, unit, p) for p in plans]
                 parts[APPLY].append(sum(a for a, _ in timings) / count * 1e6)

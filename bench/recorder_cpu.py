@@ -43,9 +43,8 @@ from typing import Any
 from coach.conversation.recorder import Recorder
 from coach.persistence import open_repository
 from coach.persistence.codec import StepCodec
-from coach.store import AddMessage, AppendSteps
 
-from .backends import SECRET, chat_items
+from .backends import SECRET, turn_ops
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
 from .rawrows import RawAsyncpg, RawSQLite, raw_batches
 from .text import turns
@@ -88,12 +87,7 @@ def workload(sessions: Sequence[str], texts_per: int, seed: int) -> list[Any]:
     ops: list[Any] = []
     for t in range(texts_per):
         for s, sid in enumerate(sessions):
-            turn = texts[s * texts_per + t]
-            ops += [
-                AddMessage(sid, "user", turn.user),
-                AddMessage(sid, "assistant", turn.assistant),
-                AppendSteps(sid, 2 * t, chat_items(turn)),
-            ]
+            ops += turn_ops(sid, 2 * t, texts[s * texts_per + t])
     return ops
 
 

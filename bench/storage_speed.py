@@ -68,9 +68,8 @@ from coach.persistence.crypto import Sealer, new_data_key
 from coach.persistence.driver import utc
 from coach.persistence.memory import decode_or_empty
 from coach.persistence.schema import utcnow
-from coach.store import AddMessage, AppendSteps
 
-from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items
+from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items, turn_ops
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url
 from .text import Turn, turns
 
@@ -317,14 +316,7 @@ async def encoding_round(texts: Sequence[Turn]) -> Batch:
     """:data:`WORK` for ``texts``: each turn's batch planned (checked, its steps pickled
     and signed) and its rows sealed, as ``write_batch`` does before its SQL."""
     codec, sealer, sid = StepCodec(SECRET), Sealer("0" * 32, new_data_key()), "1" * 32
-    batches = [
-        (
-            AddMessage(sid, "user", t.user),
-            AddMessage(sid, "assistant", t.assistant),
-            AppendSteps(sid, 2 * n, chat_items(t)),
-        )
-        for n, t in enumerate(texts)
-    ]
+    batches = [turn_ops(sid, 2 * n, t) for n, t in enumerate(texts)]
 
     async def work(n: int) -> None:
         plan = Plan.of(batches[n], codec, utcnow)
@@ -450,14 +442,7 @@ async def section_pings(transactions: int) -> tuple[int, Batch]:
             pings = 0
 
             async def turn(n: int) -> None:
-                steps = chat_items(texts[n])
-                await repo.write_batch(
-                    [
-                        AddMessage(sid, "user", texts[n].user),
-                        AddMessage(sid, "assistant", texts[n].assistant),
-                        AppendSteps(sid, 2 * n, steps),
-                    ]
-                )
+                await repo.write_batch(turn_ops(sid, 2 * n, texts[n]))
 
             batch = await measured(transactions, turn)
             return pings, batch
