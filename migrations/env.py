@@ -16,10 +16,10 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from coach.persistence.engine import create_engine, normalize_url, write_engine
-from coach.persistence.schema import Base, HexId, UTCDateTime
+from coach.persistence.schema import HexId, UTCDateTime, metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def _url() -> str:

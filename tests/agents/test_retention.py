@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from coach.conversation.runtime import Runtime
 from coach.conversation.userdata import UserData
-from coach.persistence.schema import Base
+from coach.persistence.schema import metadata
 from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
 from coach.testing import ScriptedLLM, call, say
@@ -41,7 +41,7 @@ TABLES = (
     "persons",
     "person_deltas",
 )
-SQL_TABLES = Base.metadata.tables
+SQL_TABLES = metadata.tables
 
 
 async def first_visit(runtime: Runtime) -> str:

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from coach.errors import InvalidWrite, SessionNotFound
 from coach.persistence import Repository
-from coach.persistence.schema import User
+from coach.persistence.schema import USERS
 from coach.state import Action, DeltaSpec
 from coach.store import MAX_IDENTITY, check_identity, clean_text
 from tests.support import raw_sql
@@ -38,7 +38,7 @@ ACCEPTED = {
 
 async def _users(repo: Repository) -> int:
     async with raw_sql(repo) as conn:
-        return int((await conn.execute(select(func.count()).select_from(User))).scalar_one())
+        return int((await conn.execute(select(func.count()).select_from(USERS))).scalar_one())
 
 
 @pytest.mark.parametrize("identity", REFUSED.values(), ids=REFUSED.keys())
@@ -102,7 +102,7 @@ async def test_a_user_stored_before_the_rule_is_still_found_and_erased(
     values = {"id": user_id, "identity": legacy, "display_name": "Ada"}
     async with raw_sql(repo, begin=True) as conn:
         await conn.execute(
-            User.__table__.insert().values(  # type: ignore[attr-defined]
+            USERS.insert().values(
                 **sealer.seal_row("users", values),
                 identity_hash=await repo.vault.identity_hash(legacy),
                 created_at=datetime.now(UTC),

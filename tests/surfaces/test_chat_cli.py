@@ -269,7 +269,7 @@ async def test_an_unreachable_database_is_one_line_at_start(
     )
     code, out, err = await coach(*command, env=env, stdin="hello\n")
     assert code == 2 and out == ""
-    assert err.count("\n") == 1 and "cannot read the database" in err, err
+    assert err.count("\n") == 1 and "reading the database failed" in err, err
     assert "Traceback" not in err
 
 

@@ -17,7 +17,7 @@ Usage::
 Modules: :mod:`.repository` (the façade with the seed names), :mod:`.batch` (the one
 write path), one module per aggregate — :mod:`.sessions`, :mod:`.phases`,
 :mod:`.conversation`, :mod:`.memory`, :mod:`.zones`, :mod:`.resume` — and
-:mod:`.schema` (models), :mod:`.sql` (shared statement helpers), :mod:`.engine`
+:mod:`.schema` (the tables), :mod:`.sql` (shared statement helpers), :mod:`.engine`
 (engines, transactions, retries), :mod:`.failures` (which driver errors pass by
 themselves), :mod:`.codec` (signed pickle of memory steps),
 :mod:`.migrate` (Alembic), :mod:`.crypto` (sealing personal fields with each person's

@@ -24,17 +24,17 @@ from ..errors import BranchRefused, CorruptBlob, SessionNotFound
 from .codec import EncodedStep, StepCodec
 from .crypto import Sealer
 from .memory import opened_steps
-from .schema import AgentStep, SessionConversation, new_id
+from .schema import new_id
 from .sql import AGENT_STEPS, CONVERSATIONS, DELTAS, PHASE_OUTPUTS, SESSIONS, STATES
 
 __all__ = ["branch", "branch_after_message"]
 
-_C = SessionConversation
+_C = CONVERSATIONS.c
 
 _LAST_CARRIED: Final = (
     select(_C.created_at, _C.id)
-    .join(AgentStep, AgentStep.message_id == _C.id)
-    .where(AgentStep.session_id == bindparam("b_id"), AgentStep.seq < bindparam("b_end"))
+    .join(AGENT_STEPS, AGENT_STEPS.c.message_id == _C.id)
+    .where(AGENT_STEPS.c.session_id == bindparam("b_id"), AGENT_STEPS.c.seq < bindparam("b_end"))
     .order_by(_C.created_at.desc(), _C.id.desc())
     .limit(1)
 )
@@ -156,9 +156,9 @@ def branch_after_message(
         at, next_id = following
         kept = or_(_C.created_at < at, and_(_C.created_at == at, _C.id < next_id))
         first = conn.scalar(
-            select(func.min(AgentStep.seq))
-            .join(_C, _C.id == AgentStep.message_id)
-            .where(AgentStep.session_id == source_id, ~kept)
+            select(func.min(AGENT_STEPS.c.seq))
+            .join(CONVERSATIONS, _C.id == AGENT_STEPS.c.message_id)
+            .where(AGENT_STEPS.c.session_id == source_id, ~kept)
         )
         memory_end = int(source.memory_steps) if first is None else int(first)
         last_said = conn.scalar(
@@ -360,9 +360,9 @@ def _copy_steps(
             _C.created_at.label("message_at"),
             _C.role.label("message_role"),
         )
-        .outerjoin(_C, _C.id == AgentStep.message_id)
-        .where(AgentStep.session_id == source_id, AgentStep.seq < memory_end)
-        .order_by(AgentStep.seq)
+        .outerjoin(CONVERSATIONS, _C.id == AGENT_STEPS.c.message_id)
+        .where(AGENT_STEPS.c.session_id == source_id, AGENT_STEPS.c.seq < memory_end)
+        .order_by(AGENT_STEPS.c.seq)
     ).all()
     if len(rows) != memory_end:
         raise BranchRefused(

@@ -16,7 +16,7 @@ from ..errors import InvalidRole, InvalidWrite
 from ..store import AddMessage, MessageRecord
 from .crypto import Sealer
 from .driver import DriverQuery, utc
-from .schema import MESSAGE_ROLES, SessionConversation
+from .schema import MESSAGE_ROLES
 from .sql import CONVERSATIONS, AnyRow, AnySelect, clean_text, fit
 
 __all__ = [
@@ -28,7 +28,7 @@ __all__ = [
     "open_content",
 ]
 
-_C = SessionConversation
+_C = CONVERSATIONS.c
 _COLUMNS: Final = (_C.id, _C.session_id, _C.phase_id, _C.role, _C.content, _C.interrupted)
 
 

@@ -20,11 +20,13 @@
   hand-off per transaction, not several per statement. Either way transient failures
   are retried a bounded number of times and every driver error is wrapped in
   :class:`~coach.errors.StorageError`, saying whether it may pass by itself.
-* :func:`create_engine` gives the async engine that migrations and tooling use.
+* :func:`create_engine` gives an async engine for tooling that wants one (Alembic's
+  own command line, tests); coach's migrations and checks run through a
+  :class:`Database` of their own.
 * **In memory** (:func:`is_memory`): a :class:`Database` is one connection for its life.
   A *named* database (:mod:`.inmemory`) is shared by the process's connections to it;
-  ``sqlite://`` is a new, empty one per connection, so :func:`create_engine` (migrations,
-  tooling) refuses it.
+  ``sqlite://`` is a new, empty one per connection, so migrations and tooling refuse it
+  (:func:`require_shared`).
 """
 
 from __future__ import annotations
@@ -36,18 +38,20 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlalchemy import create_engine as _create_sync_engine
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from ..errors import CoachError, ConfigError, InvalidWrite, StorageError
 from .failures import describe, is_resource_error, is_transient
+
+if TYPE_CHECKING:  # imported where PostgreSQL needs it: the asyncio extension imports
+    # SQLAlchemy's ORM, a tenth of a second of every command that opens a SQLite database
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
@@ -58,6 +62,7 @@ __all__ = [
     "is_memory",
     "is_transient",
     "normalize_url",
+    "require_shared",
     "write_engine",
 ]
 
@@ -109,6 +114,25 @@ def require_directory(url: URL) -> None:
             )
 
 
+def require_shared(url: str | URL) -> URL:
+    """``url`` normalized (:func:`normalize_url`), refused when it is ``sqlite://`` (or
+    ``sqlite:///:memory:``): each connection to it is a new, empty database, so
+    migrations and tooling cannot reach the one a store writes to.
+
+    Raises:
+        ConfigError: It is such a database.
+    """
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise ConfigError(
+            f"{parsed.render_as_string(hide_password=True)} is a new, empty database on "
+            "every connection, so migrations and tooling cannot reach the one a store "
+            "writes to: for a store in memory use coach.testing.memory_store() (or a "
+            "named in-memory database: coach.persistence.inmemory.memory_database())"
+        )
+    return parsed
+
+
 def create_engine(
     url: str | URL,
     *,
@@ -140,18 +164,13 @@ def create_engine(
         ConfigError: ``url`` is ``sqlite://`` (or ``sqlite:///:memory:``): each of the
             engine's connections would be a new, empty database of its own.
     """
-    parsed = normalize_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
-        raise ConfigError(
-            f"{parsed.render_as_string(hide_password=True)} is a new, empty database on "
-            "every connection, so migrations and tooling cannot reach the one a store "
-            "writes to: for a store in memory use coach.testing.memory_store() (or a "
-            "named in-memory database: coach.persistence.inmemory.memory_database())"
-        )
+    from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
+
+    parsed = require_shared(url)
     if parsed.get_backend_name() == "sqlite":
         require_directory(parsed)
         engine = _create_async_engine(parsed, echo=echo)
-        _configure_sqlite(engine, busy_timeout_ms, foreign_keys=foreign_keys)
+        _configure_sqlite(engine.sync_engine, busy_timeout_ms, foreign_keys=foreign_keys)
         _begin_on_transaction(engine)
         return engine
     kwargs: dict[str, Any] = {}
@@ -173,13 +192,10 @@ def create_engine(
     )
 
 
-def _configure_sqlite(
-    engine: AsyncEngine | Engine, busy_timeout_ms: int, *, foreign_keys: bool = True
-) -> None:
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, foreign_keys: bool = True) -> None:
     """Set SQLite's pragmas on every new connection, and leave ``BEGIN`` to coach."""
-    sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
 
-    @event.listens_for(sync, "connect")
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # We emit BEGIN ourselves (Database's units, _begin_on_transaction); the driver
         # must not.
@@ -299,9 +315,12 @@ class Database:
         pool_size: Connections (PostgreSQL pool; SQLite worker threads).
         max_overflow: PostgreSQL pool overflow.
         busy_timeout_ms: How long a SQLite writer waits for the write lock.
-        timeout: How long one PostgreSQL call may take in all, retries included. (A
-            SQLite call is bounded by ``busy_timeout_ms``: its thread cannot be stopped,
-            so it is never abandoned while it may still commit.)
+        timeout: How long one PostgreSQL call may take in all, retries included
+            (``None``: unbounded, for migrations). (A SQLite call is bounded by
+            ``busy_timeout_ms``: its thread cannot be stopped, so it is never abandoned
+            while it may still commit.)
+        foreign_keys: Enforce SQLite's foreign keys; migrations turn them off (see
+            :func:`create_engine`).
     """
 
     def __init__(
@@ -311,14 +330,15 @@ class Database:
         pool_size: int = 5,
         max_overflow: int = 10,
         busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        foreign_keys: bool = True,
     ) -> None:
         parsed = normalize_url(url)
         self._async: AsyncEngine | None = None
         self._sync: Engine | None = None
         self._threads: ThreadPoolExecutor | None = None
         if parsed.get_backend_name() == "sqlite":
-            self._sync = _sqlite_engine(parsed, pool_size, busy_timeout_ms)
+            self._sync = _sqlite_engine(parsed, pool_size, busy_timeout_ms, foreign_keys)
             workers = 1 if isinstance(self._sync.pool, StaticPool) else pool_size
             self._threads = ThreadPoolExecutor(workers, thread_name_prefix="coach-db")
             self.sync_engine = self._sync
@@ -355,7 +375,7 @@ class Database:
                 within ``timeout``; the driver error is the cause, and ``transient``
                 says whether the failure may pass by itself.
         """
-        if self._async is None:
+        if self._async is None or self.timeout is None:
             return await self._run(op, write=write, what=what, attempts=attempts)
         try:
             async with asyncio.timeout(self.timeout):
@@ -438,7 +458,7 @@ class Database:
             threads.shutdown(wait=False)
 
 
-def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int) -> Engine:
+def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int, foreign_keys: bool) -> Engine:
     url = url.set(drivername="sqlite+pysqlite")
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
     if is_memory(url):
@@ -449,5 +469,5 @@ def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int) -> Engine:
         require_directory(url)
         kwargs.update(pool_size=pool_size, max_overflow=0)
     engine = _create_sync_engine(url, **kwargs)
-    _configure_sqlite(engine, busy_timeout_ms)
+    _configure_sqlite(engine, busy_timeout_ms, foreign_keys=foreign_keys)
     return engine

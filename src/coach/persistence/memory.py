@@ -14,15 +14,13 @@ from typing import Any, Final
 
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import aliased
 
 from ..errors import CorruptBlob, InvalidWrite
 from .codec import StepCodec
 from .conversation import open_content
 from .crypto import Sealer
 from .driver import DriverQuery, utc
-from .schema import AgentStep, SessionConversation
-from .sql import SESSIONS, AnyRow
+from .sql import AGENT_STEPS, CONVERSATIONS, SESSIONS, AnyRow
 
 __all__ = [
     "StepLinks",
@@ -41,11 +39,11 @@ __all__ = [
 log = logging.getLogger("coach.persistence")
 
 _COLUMNS: Final = (
-    AgentStep.seq,
-    AgentStep.codec,
-    AgentStep.version,
-    AgentStep.signature,
-    AgentStep.payload,
+    AGENT_STEPS.c.seq,
+    AGENT_STEPS.c.codec,
+    AGENT_STEPS.c.version,
+    AGENT_STEPS.c.signature,
+    AGENT_STEPS.c.payload,
 )
 
 
@@ -60,7 +58,7 @@ def message_text(step: object) -> tuple[str, str] | None:
     return None
 
 
-_OLDER: Final = aliased(AgentStep)
+_OLDER: Final = AGENT_STEPS.alias("older")
 _COUNT: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
 _COUNT_LOCKED: Final = _COUNT.with_for_update(key_share=True)
 
@@ -127,22 +125,22 @@ def step_window(
 
 
 _TEXT: Final = (
-    SessionConversation.id.label("message_id"),
-    SessionConversation.content,
-    SessionConversation.created_at.label("message_at"),
-    SessionConversation.role.label("message_role"),
+    CONVERSATIONS.c.id.label("message_id"),
+    CONVERSATIONS.c.content,
+    CONVERSATIONS.c.created_at.label("message_at"),
+    CONVERSATIONS.c.role.label("message_role"),
 )
 _IN_RANGE: Final = (
-    AgentStep.session_id == bindparam("b_id"),
-    AgentStep.seq >= bindparam("b_first"),
-    AgentStep.seq < bindparam("b_end"),
+    AGENT_STEPS.c.session_id == bindparam("b_id"),
+    AGENT_STEPS.c.seq >= bindparam("b_first"),
+    AGENT_STEPS.c.seq < bindparam("b_end"),
 )
 """A session's steps at positions ``b_first`` up to ``b_end``."""
 _STEPS: Final = (
     select(*_COLUMNS, *_TEXT)
-    .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
+    .outerjoin(CONVERSATIONS, CONVERSATIONS.c.id == AGENT_STEPS.c.message_id)
     .where(*_IN_RANGE)
-    .order_by(AgentStep.seq)
+    .order_by(AGENT_STEPS.c.seq)
 )
 
 
@@ -156,25 +154,25 @@ def fetch_steps(conn: Connection, session_id: str, first: int, end: int) -> list
 
 
 _FROM_MESSAGE: Final = func.coalesce(
-    select(func.min(_OLDER.seq))
+    select(func.min(_OLDER.c.seq))
     .where(
-        _OLDER.session_id == bindparam("b_id"),
-        _OLDER.seq >= bindparam("b_first"),
-        _OLDER.seq < bindparam("b_end"),
-        _OLDER.message_id >= bindparam("b_message"),
+        _OLDER.c.session_id == bindparam("b_id"),
+        _OLDER.c.seq >= bindparam("b_first"),
+        _OLDER.c.seq < bindparam("b_end"),
+        _OLDER.c.message_id >= bindparam("b_message"),
     )
     .scalar_subquery(),
     bindparam("b_first"),
 )
 _STEPS_FROM_MESSAGE: Final = DriverQuery(
     select(*_COLUMNS, *_TEXT, _FROM_MESSAGE.label("start"))
-    .outerjoin(SessionConversation, SessionConversation.id == AgentStep.message_id)
+    .outerjoin(CONVERSATIONS, CONVERSATIONS.c.id == AGENT_STEPS.c.message_id)
     .where(
-        AgentStep.session_id == bindparam("b_id"),
-        AgentStep.seq >= _FROM_MESSAGE,
-        AgentStep.seq < bindparam("b_end"),
+        AGENT_STEPS.c.session_id == bindparam("b_id"),
+        AGENT_STEPS.c.seq >= _FROM_MESSAGE,
+        AGENT_STEPS.c.seq < bindparam("b_end"),
     )
-    .order_by(AgentStep.seq)
+    .order_by(AGENT_STEPS.c.seq)
 )
 
 
@@ -276,16 +274,16 @@ def decode_or_empty(
 
 
 _LINKS: Final = (
-    select(AgentStep.seq, SessionConversation.id, SessionConversation.phase_id)
-    .join(SessionConversation, SessionConversation.id == AgentStep.message_id)
+    select(AGENT_STEPS.c.seq, CONVERSATIONS.c.id, CONVERSATIONS.c.phase_id)
+    .join(CONVERSATIONS, CONVERSATIONS.c.id == AGENT_STEPS.c.message_id)
     .where(*_IN_RANGE)
-    .order_by(AgentStep.seq)
+    .order_by(AGENT_STEPS.c.seq)
 )
 _LINK_BEFORE: Final = (
-    select(SessionConversation.phase_id)
-    .join(AgentStep, SessionConversation.id == AgentStep.message_id)
-    .where(AgentStep.session_id == bindparam("b_id"), AgentStep.seq < bindparam("b_first"))
-    .order_by(AgentStep.seq.desc())
+    select(CONVERSATIONS.c.phase_id)
+    .join(AGENT_STEPS, CONVERSATIONS.c.id == AGENT_STEPS.c.message_id)
+    .where(AGENT_STEPS.c.session_id == bindparam("b_id"), AGENT_STEPS.c.seq < bindparam("b_first"))
+    .order_by(AGENT_STEPS.c.seq.desc())
     .limit(1)
 )
 

@@ -28,14 +28,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._resources import resource_path
-from ..errors import ConfigError, StorageError
-from .engine import create_engine, normalize_url, write_engine
+from ..errors import ConfigError
+from .engine import Database, normalize_url, require_shared
 from .keystore import HeldKeys, Vault
-from .schema import Base
+from .schema import metadata
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -138,15 +136,27 @@ def _user_ids(connection: Connection) -> list[str]:
     return [str(user_id).replace("-", "") for user_id in ids]
 
 
-async def _held(engine: AsyncEngine, vault: Vault | None, *, create: bool) -> HeldKeys | None:
+def _tooling(url: str | URL) -> Database:
+    """A connection of its own for a migration or a check: unbounded in time (a
+    migration may take long), and with SQLite's foreign keys off (SQLite asks for a
+    table rebuilt by copying, and dropping the old one would cascade). On SQLite it runs
+    in a thread over the sqlite3 driver, without SQLAlchemy's asyncio extension: the
+    commands that open the database start faster."""
+    return Database(
+        require_shared(url), pool_size=1, max_overflow=0, timeout=None, foreign_keys=False
+    )
+
+
+async def _held(db: Database, vault: Vault | None, *, create: bool) -> HeldKeys | None:
     """Every stored person's keys, for a migration that seals or opens their data."""
     if vault is None:
         return None
-    async with engine.connect() as conn:
-        if await conn.run_sync(_at_head) and create:
-            return None
-        ids = await conn.run_sync(_user_ids)
-    return await vault.hold(ids, create=create)
+
+    def user_ids(connection: Connection) -> list[str] | None:
+        return None if create and _at_head(connection) else _user_ids(connection)
+
+    ids = await db.run(user_ids, write=False, what="reading the database", attempts=1)
+    return None if ids is None else await vault.hold(ids, create=create)
 
 
 async def upgrade(
@@ -169,18 +179,16 @@ async def upgrade(
         StorageError: When the database cannot be reached or a migration fails.
         ConfigError: A newer release migrated it in a way this release cannot use.
     """
-    engine = create_engine(url, pool_size=1, max_overflow=0, foreign_keys=False)
+    db = _tooling(url)
     try:
-        keys = await _held(engine, vault, create=True)
-        async with write_engine(engine).begin() as conn:
-            migrated = await conn.run_sync(_upgrade, url, secret, keys, revision)
-    except SQLAlchemyError as exc:
-        reason = _first_line(getattr(exc, "orig", None) or exc)
-        raise StorageError(f"migrating the database failed: {reason}") from exc
-    except OSError as exc:
-        raise StorageError(f"cannot reach the database: {_first_line(exc)}") from exc
+        keys = await _held(db, vault, create=True)
+
+        def migrate(connection: Connection) -> bool:
+            return _upgrade(connection, url, secret, keys, revision)
+
+        migrated = await db.run(migrate, write=True, what="migrating the database", attempts=1)
     finally:
-        await engine.dispose()
+        await db.dispose()
     if not migrated:
         await require_current(url)
 
@@ -194,23 +202,19 @@ async def downgrade(url: str | URL, revision: str, *, secret: bytes, vault: Vaul
     """
     from alembic import command
 
-    engine = create_engine(url, pool_size=1, max_overflow=0, foreign_keys=False)
-
-    def run(connection: Connection, keys: HeldKeys | None) -> None:
-        config = alembic_config(url, secret=secret)
-        config.attributes["connection"] = connection
-        config.attributes["keys"] = keys
-        command.downgrade(config, revision)
-
+    db = _tooling(url)
     try:
-        keys = await _held(engine, vault, create=False)
-        async with write_engine(engine).begin() as conn:
-            await conn.run_sync(run, keys)
-    except SQLAlchemyError as exc:
-        reason = _first_line(getattr(exc, "orig", None) or exc)
-        raise StorageError(f"migrating the database failed: {reason}") from exc
+        keys = await _held(db, vault, create=False)
+
+        def run(connection: Connection) -> None:
+            config = alembic_config(url, secret=secret)
+            config.attributes["connection"] = connection
+            config.attributes["keys"] = keys
+            command.downgrade(config, revision)
+
+        await db.run(run, write=True, what="migrating the database", attempts=1)
     finally:
-        await engine.dispose()
+        await db.dispose()
 
 
 async def ensure_schema(
@@ -258,15 +262,11 @@ def _current(connection: Connection) -> str | None:
 
 async def current_revision(url: str | URL) -> str | None:
     """Return the revision the database at ``url`` is at (``None`` when unmigrated)."""
-    engine = create_engine(url, pool_size=1, max_overflow=0)
+    db = _tooling(url)
     try:
-        async with engine.connect() as conn:
-            return await conn.run_sync(_current)
-    except (SQLAlchemyError, OSError) as exc:
-        reason = _first_line(getattr(exc, "orig", None) or exc)
-        raise StorageError(f"cannot read the database: {reason}") from exc
+        return await db.run(_current, write=False, what="reading the database", attempts=1)
     finally:
-        await engine.dispose()
+        await db.dispose()
 
 
 async def require_current(url: str | URL) -> None:
@@ -367,28 +367,21 @@ def incompatibilities(diff: list[Any]) -> list[str]:
     return found
 
 
-def _first_line(error: BaseException) -> str:
-    """A driver error as one line (its type when it says nothing)."""
-    lines = str(error).strip().splitlines()
-    return lines[0][:300] if lines else type(error).__name__
-
-
 def _diff(connection: Connection) -> list[Any]:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
     context = MigrationContext.configure(connection, opts={"compare_type": True})
-    return list(compare_metadata(context, Base.metadata))
+    return list(compare_metadata(context, metadata))
 
 
 async def schema_diff(url: str | URL) -> list[Any]:
-    """Return Alembic's differences between the models and the database at ``url``.
+    """Return Alembic's differences between the tables and the database at ``url``.
 
-    An empty list means the migrated schema and the models agree (``alembic check``).
+    An empty list means the migrated schema and the tables agree (``alembic check``).
     """
-    engine = create_engine(url, pool_size=1, max_overflow=0)
+    db = _tooling(url)
     try:
-        async with engine.connect() as conn:
-            return await conn.run_sync(_diff)
+        return await db.run(_diff, write=False, what="reading the database", attempts=1)
     finally:
-        await engine.dispose()
+        await db.dispose()

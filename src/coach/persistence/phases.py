@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from ..errors import InvalidWrite
 from ..store import ClosePhase, PhaseOutputRecord, SavePhaseOutput
 from .crypto import Sealer
-from .schema import PHASE_STATUSES, PhaseOutput, new_id
+from .schema import PHASE_STATUSES, new_id
 from .sql import (
     PHASE_OUTPUTS,
     AnyRow,
@@ -34,17 +34,17 @@ __all__ = [
 ]
 
 OUTPUT_COLUMNS: Final = (
-    PhaseOutput.id,
-    PhaseOutput.session_id,
-    PhaseOutput.phase_id,
-    PhaseOutput.phase_name,
-    PhaseOutput.status,
-    PhaseOutput.system_prompt,
-    PhaseOutput.user_input,
-    PhaseOutput.output,
-    PhaseOutput.error,
-    PhaseOutput.created_at,
-    PhaseOutput.updated_at,
+    PHASE_OUTPUTS.c.id,
+    PHASE_OUTPUTS.c.session_id,
+    PHASE_OUTPUTS.c.phase_id,
+    PHASE_OUTPUTS.c.phase_name,
+    PHASE_OUTPUTS.c.status,
+    PHASE_OUTPUTS.c.system_prompt,
+    PHASE_OUTPUTS.c.user_input,
+    PHASE_OUTPUTS.c.output,
+    PHASE_OUTPUTS.c.error,
+    PHASE_OUTPUTS.c.created_at,
+    PHASE_OUTPUTS.c.updated_at,
 )
 _PROMPTS: Final = frozenset({"system_prompt", "user_input"})
 _TEXTS: Final = ("system_prompt", "user_input", "output", "error")
@@ -122,8 +122,8 @@ def outputs_select(session_id: str, *, include_prompts: bool) -> AnySelect:
     ]
     return (
         select(*columns)
-        .where(PhaseOutput.session_id == session_id)
-        .order_by(PhaseOutput.created_at, PhaseOutput.id)
+        .where(PHASE_OUTPUTS.c.session_id == session_id)
+        .order_by(PHASE_OUTPUTS.c.created_at, PHASE_OUTPUTS.c.id)
     )
 
 

@@ -23,9 +23,8 @@ from .conversation import WindowMessage, fetch_window
 from .crypto import Sealer
 from .memory import fetch_steps_from_message, step_window
 from .phases import OUTPUT_COLUMNS, output_record
-from .schema import PhaseOutput, SessionRow
 from .sessions import session_record, session_select
-from .sql import AnyRow, AnySelect
+from .sql import PHASE_OUTPUTS, SESSIONS, AnyRow, AnySelect
 from .zones import fetch_state
 
 __all__ = ["DEFAULT_MAX_STEPS", "Loaded", "read_resume"]
@@ -131,16 +130,16 @@ def _statements(phase_ids: tuple[str, ...]) -> tuple[AnySelect, AnySelect]:
     """
     by_id = (
         session_select(phase_ids)
-        .add_columns(SessionRow.memory_steps)
-        .where(SessionRow.id == bindparam("b_id"), SessionRow.user_id == bindparam("b_user"))
+        .add_columns(SESSIONS.c.memory_steps)
+        .where(SESSIONS.c.id == bindparam("b_id"), SESSIONS.c.user_id == bindparam("b_user"))
     )
-    has_prompt = case((PhaseOutput.system_prompt.is_(None), null()), else_=literal(""))
+    has_prompt = case((PHASE_OUTPUTS.c.system_prompt.is_(None), null()), else_=literal(""))
     outputs = (
         select(
             *(has_prompt.label(c.key) if c.key == "system_prompt" else c for c in OUTPUT_COLUMNS)
         )
-        .where(PhaseOutput.session_id == bindparam("b_id"))
-        .order_by(PhaseOutput.created_at, PhaseOutput.id)
+        .where(PHASE_OUTPUTS.c.session_id == bindparam("b_id"))
+        .order_by(PHASE_OUTPUTS.c.created_at, PHASE_OUTPUTS.c.id)
     )
     return by_id, outputs
 

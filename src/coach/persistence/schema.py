@@ -1,7 +1,10 @@
-"""The database schema (SPEC §4): SQLAlchemy 2 models, the single source for migrations.
+"""The database schema (SPEC §4): SQLAlchemy Core tables, the single source for migrations.
+
+Core, not ORM models: coach's statements are Core statements, and SQLAlchemy's ORM costs
+every command that opens the database a tenth of a second to import.
 
 Production code never calls ``metadata.create_all``; Alembic migrations in
-``migrations/`` build the schema and a test proves they agree with these models.
+``migrations/`` build the schema and a test proves they agree with these tables.
 Constraints are named by :data:`NAMING_CONVENTION` so migrations can address them.
 """
 
@@ -13,10 +16,10 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
+    Column,
     DateTime,
     Dialect,
     ForeignKey,
@@ -25,28 +28,29 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Table,
     UniqueConstraint,
     false,
 )
-from sqlalchemy.dialects.postgresql import UUID as PG_UUID
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
+    "AGENT_STEPS",
+    "CONVERSATIONS",
+    "DELTAS",
     "MESSAGE_ROLES",
     "NAMING_CONVENTION",
+    "PERSONS",
+    "PERSON_DELTAS",
+    "PHASE_OUTPUTS",
     "PHASE_STATUSES",
+    "SESSIONS",
     "SESSION_STATUSES",
-    "AgentStep",
-    "Base",
-    "PhaseOutput",
-    "SessionConversation",
-    "SessionRow",
-    "SessionState",
-    "StateDelta",
-    "User",
+    "STATES",
+    "USERS",
     "HexId",
     "UTCDateTime",
+    "metadata",
     "new_id",
     "utcnow",
 ]
@@ -97,7 +101,9 @@ class HexId(TypeDecorator[str]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "postgresql":
-            return dialect.type_descriptor(PG_UUID(as_uuid=False))
+            from sqlalchemy.dialects.postgresql import UUID
+
+            return dialect.type_descriptor(UUID(as_uuid=False))
         return dialect.type_descriptor(String(32))
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
@@ -137,192 +143,169 @@ class UTCDateTime(TypeDecorator[datetime]):
 # "INTEGER PRIMARY KEY" rowid alias SQLite needs for autoincrement.
 _BigId = BigInteger().with_variant(Integer(), "sqlite")
 
-
-class Base(DeclarativeBase):
-    """Declarative base carrying the naming convention."""
-
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+metadata: Final = MetaData(naming_convention=NAMING_CONVENTION)
+"""Every table of the schema, with the naming convention."""
 
 
-class _Audit:
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
-
-
-class User(_Audit, Base):
-    """A person, keyed by their LiveKit identity (or the ``--user`` name in chat)."""
-
-    __tablename__ = "users"
-
-    id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
-    identity_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    """The keyed hash of the identity (:meth:`~.keystore.Vault.identity_hash`): how a
-    user is found, without the identity stored readable."""
-    identity: Mapped[bytes] = mapped_column(LargeBinary)
-    """The identity, sealed with the person's key (like every personal column below:
-    :data:`~.crypto.SEALED`)."""
-    display_name: Mapped[bytes | None] = mapped_column(LargeBinary)
-
-
-class SessionRow(_Audit, Base):
-    """A coaching session of one user."""
-
-    __tablename__ = "sessions"
-    __table_args__ = (
-        CheckConstraint(_in("status", SESSION_STATUSES), name="status"),
-        Index(None, "user_id", "created_at"),
-        Index(None, "user_id", "room"),
+def _audit() -> tuple[Column[datetime], Column[datetime]]:
+    return (
+        Column("created_at", UTCDateTime(), nullable=False, default=utcnow),
+        Column("updated_at", UTCDateTime(), nullable=False, default=utcnow, onupdate=utcnow),
     )
 
-    id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
-    user_id: Mapped[str] = mapped_column(HexId, ForeignKey("users.id", ondelete="CASCADE"))
-    design_challenge: Mapped[bytes | None] = mapped_column(LargeBinary)
-    status: Mapped[str] = mapped_column(String(16), default="in_progress")
-    current_agent: Mapped[str | None] = mapped_column(String(64))
-    current_phase_id: Mapped[str | None] = mapped_column(String(64))
-    room: Mapped[str | None] = mapped_column(String(255))
-    """The LiveKit room the session runs in: a user reconnecting to it continues it."""
-    memory_steps: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    """How many memory steps are stored: appends claim their positions here, and a load
-    that finds fewer rows knows the history was cut."""
-    parent_session_id: Mapped[str | None] = mapped_column(HexId)
-    """The session this one branched from (provenance: the branch holds its own copy)."""
-    branched_from_phase: Mapped[str | None] = mapped_column(String(64))
-    """The phase of the parent whose end the branch starts from."""
+
+def _owner(table: str) -> ForeignKey:
+    return ForeignKey(f"{table}.id", ondelete="CASCADE")
 
 
-class PhaseOutput(_Audit, Base):
-    """The output of one phase with the prompts that produced it (SPEC §4.2)."""
+USERS: Final = Table(
+    "users",
+    metadata,
+    # A person, keyed by their LiveKit identity (or the ``--user`` name in chat).
+    Column("id", HexId(), primary_key=True, default=new_id),
+    # The keyed hash of the identity (:meth:`~.keystore.Vault.identity_hash`): how a
+    # user is found, without the identity stored readable.
+    Column("identity_hash", String(64), nullable=False, unique=True),
+    # The identity, sealed with the person's key (like every personal column below:
+    # :data:`~.crypto.SEALED`).
+    Column("identity", LargeBinary(), nullable=False),
+    Column("display_name", LargeBinary()),
+    *_audit(),
+)
 
-    __tablename__ = "phase_outputs"
-    __table_args__ = (
-        UniqueConstraint("session_id", "phase_id"),
-        CheckConstraint(_in("status", PHASE_STATUSES), name="status"),
-    )
+SESSIONS: Final = Table(
+    "sessions",
+    metadata,
+    # A coaching session of one user.
+    Column("id", HexId(), primary_key=True, default=new_id),
+    Column("user_id", HexId(), _owner("users"), nullable=False),
+    Column("design_challenge", LargeBinary()),
+    Column("status", String(16), nullable=False, default="in_progress"),
+    Column("current_agent", String(64)),
+    Column("current_phase_id", String(64)),
+    # The LiveKit room the session runs in: a user reconnecting to it continues it.
+    Column("room", String(255)),
+    # How many memory steps are stored: appends claim their positions here, and a load
+    # that finds fewer rows knows the history was cut.
+    Column("memory_steps", Integer(), nullable=False, default=0, server_default="0"),
+    # The session this one branched from (provenance: the branch holds its own copy),
+    # and the phase of the parent whose end the branch starts from.
+    Column("parent_session_id", HexId()),
+    Column("branched_from_phase", String(64)),
+    *_audit(),
+    CheckConstraint(_in("status", SESSION_STATUSES), name="status"),
+    Index(None, "user_id", "created_at"),
+    Index(None, "user_id", "room"),
+)
 
-    id: Mapped[str] = mapped_column(HexId, primary_key=True, default=new_id)
-    session_id: Mapped[str] = mapped_column(HexId, ForeignKey("sessions.id", ondelete="CASCADE"))
-    phase_id: Mapped[str] = mapped_column(String(64))
-    phase_name: Mapped[str] = mapped_column(String(255))
-    status: Mapped[str] = mapped_column(String(16))
-    system_prompt: Mapped[bytes | None] = mapped_column(LargeBinary)
-    user_input: Mapped[bytes | None] = mapped_column(LargeBinary)
-    output: Mapped[bytes | None] = mapped_column(LargeBinary)
-    error: Mapped[bytes | None] = mapped_column(LargeBinary)
-    memory_end: Mapped[int | None] = mapped_column(Integer)
-    """Where a completed phase ends, for branching: the memory steps before this position
-    (a whole turn: no tool call without its output) ..."""
-    state_end: Mapped[int | None] = mapped_column(Integer)
-    """... the state step then ..."""
-    state_snapshot: Mapped[bytes | None] = mapped_column(LargeBinary)
-    """... and the zones then (``{"data": ..., "template": ..., "view": ...}``)."""
+PHASE_OUTPUTS: Final = Table(
+    "phase_outputs",
+    metadata,
+    # The output of one phase with the prompts that produced it (SPEC §4.2).
+    Column("id", HexId(), primary_key=True, default=new_id),
+    Column("session_id", HexId(), _owner("sessions"), nullable=False),
+    Column("phase_id", String(64), nullable=False),
+    Column("phase_name", String(255), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("system_prompt", LargeBinary()),
+    Column("user_input", LargeBinary()),
+    Column("output", LargeBinary()),
+    Column("error", LargeBinary()),
+    # Where a completed phase ends, for branching: the memory steps before this position
+    # (a whole turn: no tool call without its output), the state step then, and the
+    # zones then (``{"data": ..., "template": ..., "view": ...}``).
+    Column("memory_end", Integer()),
+    Column("state_end", Integer()),
+    Column("state_snapshot", LargeBinary()),
+    *_audit(),
+    UniqueConstraint("session_id", "phase_id"),
+    CheckConstraint(_in("status", PHASE_STATUSES), name="status"),
+)
+
+CONVERSATIONS: Final = Table(
+    "session_conversations",
+    metadata,
+    # One conversation message; append-only (SPEC §4.3, §6).
+    Column("id", _BigId, primary_key=True, autoincrement=True),
+    Column("session_id", HexId(), _owner("sessions"), nullable=False),
+    Column("phase_id", String(64)),
+    Column("role", String(16), nullable=False),
+    Column("content", LargeBinary(), nullable=False),
+    Column("interrupted", Boolean(), nullable=False, default=False, server_default=false()),
+    Column("created_at", UTCDateTime(), nullable=False, default=utcnow),
+    CheckConstraint(_in("role", MESSAGE_ROLES), name="role"),
+    Index(None, "session_id", "created_at", "id"),  # serves every window and page
+)
+
+AGENT_STEPS: Final = Table(
+    "agent_steps",
+    metadata,
+    # One pickled, signed memory step (SPEC §4.4); append-only, one row per step.
+    Column("session_id", HexId(), _owner("sessions"), primary_key=True),
+    Column("seq", Integer(), primary_key=True, autoincrement=False),
+    Column("codec", String(32), nullable=False),
+    Column("version", Integer(), nullable=False),
+    Column("signature", LargeBinary(32), nullable=False),
+    Column("payload", LargeBinary(), nullable=False),
+    # The conversation row holding this message's text (left out of ``payload``).
+    Column("message_id", _BigId),
+    # Not written since codec version 2: a chat item carries its own time.
+    Column("created_at", UTCDateTime()),
+)
+
+STATES: Final = Table(
+    "session_state",
+    metadata,
+    # The zoned state of a session: ``step`` and the data/template/view zones (SPEC
+    # §4.5). The row is the lock that orders writers: every zoned write holds it while
+    # it bumps ``step`` and records its delta.
+    Column("session_id", HexId(), _owner("sessions"), primary_key=True),
+    Column("step", Integer(), nullable=False, default=0),
+    Column("data", LargeBinary(), nullable=False),
+    Column("template", LargeBinary(), nullable=False),
+    Column("view", LargeBinary(), nullable=False),
+    *_audit(),
+)
 
 
-class SessionConversation(Base):
-    """One conversation message; append-only (SPEC §4.3, §6)."""
-
-    __tablename__ = "session_conversations"
-    __table_args__ = (
-        CheckConstraint(_in("role", MESSAGE_ROLES), name="role"),
-        Index(None, "session_id", "created_at", "id"),  # serves every window and page
-    )
-
-    id: Mapped[int] = mapped_column(_BigId, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(HexId, ForeignKey("sessions.id", ondelete="CASCADE"))
-    phase_id: Mapped[str | None] = mapped_column(String(64))
-    role: Mapped[str] = mapped_column(String(16))
-    content: Mapped[bytes] = mapped_column(LargeBinary)
-    interrupted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class AgentStep(Base):
-    """One pickled, signed memory step (SPEC §4.4); append-only, one row per step."""
-
-    __tablename__ = "agent_steps"
-
-    session_id: Mapped[str] = mapped_column(
-        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    codec: Mapped[str] = mapped_column(String(32))
-    version: Mapped[int] = mapped_column(Integer)
-    signature: Mapped[bytes] = mapped_column(LargeBinary(32))
-    payload: Mapped[bytes] = mapped_column(LargeBinary)
-    message_id: Mapped[int | None] = mapped_column(_BigId)
-    """The conversation row holding this message's text (left out of ``payload``)."""
-    created_at: Mapped[datetime | None] = mapped_column()
-    """Not written since codec version 2: a chat item carries its own time."""
-
-
-class SessionState(_Audit, Base):
-    """The zoned state of a session: ``step`` and the data/template/view zones (SPEC §4.5).
-
-    The row is the lock that orders writers: every zoned write holds it while it
-    bumps ``step`` and records its delta.
-    """
-
-    __tablename__ = "session_state"
-
-    session_id: Mapped[str] = mapped_column(
-        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
-    step: Mapped[int] = mapped_column(Integer, default=0)
-    data: Mapped[bytes] = mapped_column(LargeBinary)
-    template: Mapped[bytes] = mapped_column(LargeBinary)
-    view: Mapped[bytes] = mapped_column(LargeBinary)
-
-
-class _DeltaFields:
-    """What a delta records (SPEC §4.5), for a session's state or a person's record."""
-
-    __table_args__ = (
+def _delta_table(name: str, owner: Column[str]) -> Table:
+    """Why a session's state (or a person's record) changed at ``step`` (SPEC §4.5); one
+    row per step."""
+    return Table(
+        name,
+        metadata,
+        owner,
+        Column("step", Integer(), primary_key=True, autoincrement=False),
+        Column("turn_id", String(64)),
+        Column("trigger", String(16), nullable=False),
+        Column("source", String(16), nullable=False),
+        Column("actor_id", LargeBinary()),
+        Column("delta_type", String(16), nullable=False),
+        Column("path", String(255), nullable=False),
+        Column("action", LargeBinary(), nullable=False),
+        Column("result", LargeBinary(), nullable=False),
+        Column("created_at", UTCDateTime(), nullable=False, default=utcnow),
         CheckConstraint(_in("trigger", TRIGGERS), name="trigger"),
         CheckConstraint(_in("source", SOURCES), name="source"),
         CheckConstraint(_in("delta_type", DELTA_TYPES), name="delta_type"),
     )
 
-    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    turn_id: Mapped[str | None] = mapped_column(String(64))
-    trigger: Mapped[str] = mapped_column(String(16))
-    source: Mapped[str] = mapped_column(String(16))
-    actor_id: Mapped[bytes | None] = mapped_column(LargeBinary)
-    delta_type: Mapped[str] = mapped_column(String(16))
-    path: Mapped[str] = mapped_column(String(255))
-    action: Mapped[bytes] = mapped_column(LargeBinary)
-    result: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
+DELTAS: Final = _delta_table(
+    "state_deltas", Column("session_id", HexId(), _owner("sessions"), primary_key=True)
+)
 
-class StateDelta(_DeltaFields, Base):
-    """Why the state changed at ``step`` (SPEC §4.5); one row per step."""
+PERSONS: Final = Table(
+    "persons",
+    metadata,
+    # What a person agreed coach may remember about them (SPEC §4.6), with a ``step``
+    # that orders writers like a session's state row.
+    Column("user_id", HexId(), _owner("users"), primary_key=True),
+    Column("step", Integer(), nullable=False, default=0),
+    Column("value", LargeBinary(), nullable=False),
+    *_audit(),
+)
 
-    __tablename__ = "state_deltas"
-
-    session_id: Mapped[str] = mapped_column(
-        HexId, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
-
-
-class PersonRow(_Audit, Base):
-    """What a person agreed coach may remember about them (SPEC §4.6), with a ``step``
-    that orders writers like a session's state row."""
-
-    __tablename__ = "persons"
-
-    user_id: Mapped[str] = mapped_column(
-        HexId, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
-    )
-    step: Mapped[int] = mapped_column(Integer, default=0)
-    value: Mapped[bytes] = mapped_column(LargeBinary)
-
-
-class PersonDelta(_DeltaFields, Base):
-    """Why the person record changed at ``step``; one row per step."""
-
-    __tablename__ = "person_deltas"
-
-    user_id: Mapped[str] = mapped_column(
-        HexId, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
-    )
+PERSON_DELTAS: Final = _delta_table(
+    "person_deltas", Column("user_id", HexId(), _owner("users"), primary_key=True)
+)

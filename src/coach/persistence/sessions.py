@@ -14,8 +14,9 @@ from ..store import SessionRecord, UserRecord
 from .crypto import Sealer
 from .driver import claim_steps
 from .memory import stored_count
-from .schema import SESSION_STATUSES, PhaseOutput, SessionRow, User
+from .schema import SESSION_STATUSES
 from .sql import (
+    PHASE_OUTPUTS,
     SESSIONS,
     STATES,
     USERS,
@@ -47,14 +48,14 @@ SESSION_FIELDS: Final = frozenset(
     {"status", "design_challenge", "current_agent", "current_phase_id", "room"}
 )
 _COLUMNS: Final = (
-    SessionRow.id,
-    SessionRow.user_id,
-    SessionRow.design_challenge,
-    SessionRow.status,
-    SessionRow.current_agent,
-    SessionRow.current_phase_id,
-    SessionRow.created_at,
-    SessionRow.updated_at,
+    SESSIONS.c.id,
+    SESSIONS.c.user_id,
+    SESSIONS.c.design_challenge,
+    SESSIONS.c.status,
+    SESSIONS.c.current_agent,
+    SESSIONS.c.current_phase_id,
+    SESSIONS.c.created_at,
+    SESSIONS.c.updated_at,
 )
 
 
@@ -62,11 +63,11 @@ def _completed_count(phase_ids: Sequence[str]) -> ColumnElement[int]:
     return (
         select(func.count())
         .where(
-            PhaseOutput.session_id == SessionRow.id,
-            PhaseOutput.status == "completed",
-            PhaseOutput.phase_id.in_(phase_ids),
+            PHASE_OUTPUTS.c.session_id == SESSIONS.c.id,
+            PHASE_OUTPUTS.c.status == "completed",
+            PHASE_OUTPUTS.c.phase_id.in_(phase_ids),
         )
-        .correlate(SessionRow)
+        .correlate(SESSIONS)
         .scalar_subquery()
     )
 
@@ -76,9 +77,9 @@ def session_select(phase_ids: Sequence[str]) -> AnySelect:
     return select(
         *_COLUMNS,
         _completed_count(phase_ids).label("completed"),
-        SessionRow.room,
-        SessionRow.parent_session_id,
-        SessionRow.branched_from_phase,
+        SESSIONS.c.room,
+        SESSIONS.c.parent_session_id,
+        SESSIONS.c.branched_from_phase,
     )
 
 
@@ -86,8 +87,8 @@ def user_sessions_select(phase_ids: Sequence[str], user_id: str) -> AnySelect:
     """A user's sessions, newest first."""
     return (
         session_select(phase_ids)
-        .where(SessionRow.user_id == user_id)
-        .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+        .where(SESSIONS.c.user_id == user_id)
+        .order_by(SESSIONS.c.created_at.desc(), SESSIONS.c.id.desc())
     )
 
 
@@ -95,7 +96,7 @@ def recent_sessions_select(phase_ids: Sequence[str], limit: int) -> AnySelect:
     """The most recently updated sessions of every user."""
     return (
         session_select(phase_ids)
-        .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
+        .order_by(SESSIONS.c.updated_at.desc(), SESSIONS.c.id.desc())
         .limit(limit)
     )
 
@@ -103,10 +104,10 @@ def recent_sessions_select(phase_ids: Sequence[str], limit: int) -> AnySelect:
 def expired_select(phase_ids: Sequence[str], older_than: datetime, status: str | None) -> AnySelect:
     """Sessions last updated before ``older_than`` (only with ``status``, if given),
     oldest first: what a retention policy erases."""
-    stmt = session_select(phase_ids).where(SessionRow.updated_at < older_than)
+    stmt = session_select(phase_ids).where(SESSIONS.c.updated_at < older_than)
     if status is not None:
-        stmt = stmt.where(SessionRow.status == status)
-    return stmt.order_by(SessionRow.updated_at, SessionRow.id)
+        stmt = stmt.where(SESSIONS.c.status == status)
+    return stmt.order_by(SESSIONS.c.updated_at, SESSIONS.c.id)
 
 
 def room_session_select(phase_ids: Sequence[str], user_id: str, room: str) -> AnySelect:
@@ -114,11 +115,11 @@ def room_session_select(phase_ids: Sequence[str], user_id: str, room: str) -> An
     return (
         session_select(phase_ids)
         .where(
-            SessionRow.user_id == user_id,
-            SessionRow.room == room,
-            SessionRow.status == "in_progress",
+            SESSIONS.c.user_id == user_id,
+            SESSIONS.c.room == room,
+            SESSIONS.c.status == "in_progress",
         )
-        .order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
+        .order_by(SESSIONS.c.updated_at.desc(), SESSIONS.c.id.desc())
         .limit(1)
     )
 
@@ -132,7 +133,7 @@ def session_record(row: AnyRow, sealer: Sealer) -> SessionRecord:
 
 def user_select() -> AnySelect:
     """Users as :class:`UserRecord` columns (see :func:`user_record`)."""
-    return select(User.id, User.identity, User.display_name, User.created_at)
+    return select(USERS.c.id, USERS.c.identity, USERS.c.display_name, USERS.c.created_at)
 
 
 def user_record(row: AnyRow, sealer: Sealer) -> UserRecord:

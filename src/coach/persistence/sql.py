@@ -4,25 +4,23 @@ checks a value passes before any database sees it."""
 from __future__ import annotations
 
 import json
-from typing import Any, Final, TypeAlias, cast, overload
+from typing import Any, Final, TypeAlias, overload
 
 from sqlalchemy import Column, Select, Table
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 
 from ..errors import InvalidWrite
 from ..store import clean_text
 from .schema import (
-    AgentStep,
-    PersonDelta,
-    PersonRow,
-    PhaseOutput,
-    SessionConversation,
-    SessionRow,
-    SessionState,
-    StateDelta,
-    User,
+    AGENT_STEPS,
+    CONVERSATIONS,
+    DELTAS,
+    PERSON_DELTAS,
+    PERSONS,
+    PHASE_OUTPUTS,
+    SESSIONS,
+    STATES,
+    USERS,
 )
 
 __all__ = [
@@ -48,20 +46,16 @@ __all__ = [
 AnyRow: TypeAlias = Row[*tuple[Any, ...]]
 AnySelect: TypeAlias = Select[*tuple[Any, ...]]
 
-USERS: Final = cast(Table, User.__table__)
-SESSIONS: Final = cast(Table, SessionRow.__table__)
-PHASE_OUTPUTS: Final = cast(Table, PhaseOutput.__table__)
-CONVERSATIONS: Final = cast(Table, SessionConversation.__table__)
-AGENT_STEPS: Final = cast(Table, AgentStep.__table__)
-STATES: Final = cast(Table, SessionState.__table__)
-DELTAS: Final = cast(Table, StateDelta.__table__)
-PERSONS: Final = cast(Table, PersonRow.__table__)
-PERSON_DELTAS: Final = cast(Table, PersonDelta.__table__)
-
 
 def upsert(conn: Connection, table: Table) -> Any:
     """An ``INSERT`` that knows ``ON CONFLICT`` on this connection's dialect."""
-    return pg_insert(table) if conn.dialect.name == "postgresql" else sqlite_insert(table)
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table)
 
 
 def check_status(status: str, allowed: tuple[str, ...], what: str) -> None:

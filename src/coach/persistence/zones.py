@@ -20,18 +20,7 @@ from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
 from ..store import StateRecord, WriteZone
 from .crypto import Sealer
-from .schema import SessionState, StateDelta
-from .sql import (
-    DELTAS,
-    MAX_ACTOR,
-    SESSIONS,
-    STATES,
-    AnyRow,
-    AnySelect,
-    fit,
-    json_object,
-    upsert,
-)
+from .sql import DELTAS, MAX_ACTOR, SESSIONS, STATES, AnyRow, AnySelect, fit, json_object, upsert
 
 __all__ = [
     "check_zone_write",
@@ -45,22 +34,22 @@ __all__ = [
 ]
 
 _STATE: Final = (
-    SessionState.session_id,
-    SessionState.step,
-    SessionState.data,
-    SessionState.template,
-    SessionState.view,
+    STATES.c.session_id,
+    STATES.c.step,
+    STATES.c.data,
+    STATES.c.template,
+    STATES.c.view,
 )
 _DELTA: Final = (
-    StateDelta.step,
-    StateDelta.turn_id,
-    StateDelta.trigger,
-    StateDelta.source,
-    StateDelta.actor_id,
-    StateDelta.delta_type,
-    StateDelta.path,
-    StateDelta.action,
-    StateDelta.result,
+    DELTAS.c.step,
+    DELTAS.c.turn_id,
+    DELTAS.c.trigger,
+    DELTAS.c.source,
+    DELTAS.c.actor_id,
+    DELTAS.c.delta_type,
+    DELTAS.c.path,
+    DELTAS.c.action,
+    DELTAS.c.result,
 )
 
 
@@ -89,7 +78,7 @@ def check_zone_write(op: WriteZone) -> WriteZone:
 
 
 _ZONES: Final = ("data", "template", "view")
-_STATE_ROW: Final = select(*_STATE).where(SessionState.session_id == bindparam("b_id"))
+_STATE_ROW: Final = select(*_STATE).where(STATES.c.session_id == bindparam("b_id"))
 
 
 def fetch_state(conn: Connection, session_id: str, sealer: Sealer) -> StateRecord:
@@ -113,8 +102,8 @@ def deltas_select(session_id: str, since_step: int, limit: int | None) -> AnySel
     """Deltas after ``since_step`` in step order (served by the primary key)."""
     stmt = (
         select(*_DELTA)
-        .where(StateDelta.session_id == session_id, StateDelta.step > since_step)
-        .order_by(StateDelta.step)
+        .where(DELTAS.c.session_id == session_id, DELTAS.c.step > since_step)
+        .order_by(DELTAS.c.step)
     )
     return stmt.limit(limit) if limit is not None else stmt
 

@@ -31,14 +31,14 @@ from ..engine import Database
 from ..keystore import Vault
 from ..memory import decode_or_empty
 from ..owners import Owners
-from ..schema import SessionRow, User, utcnow
+from ..schema import utcnow
 from ..sessions import (
     session_record,
     session_select,
     user_record,
     user_select,
 )
-from ..sql import SESSIONS
+from ..sql import SESSIONS, USERS
 
 __all__ = ["RepositoryBase"]
 
@@ -133,9 +133,9 @@ class RepositoryBase:
     ) -> SessionRecord | None:
         """The session ``session_id`` (only ``user_id``'s, when given: the owner is in the
         query, so a foreign id reads no row, as a missing one), or ``None``."""
-        stmt = session_select(self._phase_ids).where(SessionRow.id == session_id)
+        stmt = session_select(self._phase_ids).where(SESSIONS.c.id == session_id)
         if user_id is not None:
-            stmt = stmt.where(SessionRow.user_id == user_id)
+            stmt = stmt.where(SESSIONS.c.user_id == user_id)
         found = await self._sessions(stmt, what)
         return found[0] if found else None
 
@@ -192,7 +192,11 @@ class RepositoryBase:
         """The stored row of the first of ``spellings`` of an identity there is, found by
         its keyed hash; ``None``."""
         hashes = [await self.vault.identity_hash(key) for key in spellings]
-        stmt = user_select().add_columns(User.identity_hash).where(User.identity_hash.in_(hashes))
+        stmt = (
+            user_select()
+            .add_columns(USERS.c.identity_hash)
+            .where(USERS.c.identity_hash.in_(hashes))
+        )
         rows = {row.identity_hash: row for row in await self._rows(stmt, "find_user")}
         return next((rows[h] for h in hashes if h in rows), None)
 

@@ -29,7 +29,6 @@ from ..memory import StepLinks, fetch_steps, read_steps, step_links, stored_coun
 from ..person import fetch_person, person_deltas
 from ..phases import output_record, outputs_select
 from ..resume import DEFAULT_MAX_STEPS, read_resume
-from ..schema import SessionRow, SessionState, User
 from ..sessions import (
     recent_sessions_select,
     room_session_select,
@@ -37,6 +36,7 @@ from ..sessions import (
     user_select,
     user_sessions_select,
 )
+from ..sql import SESSIONS, STATES, USERS
 from ..zones import delta_record, deltas_select, fetch_state
 from .base import RepositoryBase
 
@@ -50,7 +50,7 @@ class ReadMethods(RepositoryBase):
         return await self._find_user(identity_keys(identity))
 
     async def get_user(self, user_id: str) -> UserRecord | None:
-        rows = await self._rows(user_select().where(User.id == user_id), "get_user")
+        rows = await self._rows(user_select().where(USERS.c.id == user_id), "get_user")
         return user_record(rows[0], await self.vault.sealer(user_id)) if rows else None
 
     async def get_session(
@@ -67,15 +67,15 @@ class ReadMethods(RepositoryBase):
         return await self._sessions(stmt, "get_user_sessions")
 
     async def count_user_sessions(self, user_id: str) -> int:
-        stmt = select(func.count()).select_from(SessionRow).where(SessionRow.user_id == user_id)
+        stmt = select(func.count()).select_from(SESSIONS).where(SESSIONS.c.user_id == user_id)
         return int(await self._read(lambda conn: conn.scalar(stmt) or 0, "count_user_sessions"))
 
     async def get_past_work(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
         stmt = (
-            select(SessionRow.id, SessionState.data)
-            .join(SessionState, SessionState.session_id == SessionRow.id)
-            .where(SessionRow.user_id == user_id)
-            .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+            select(SESSIONS.c.id, STATES.c.data)
+            .join(STATES, STATES.c.session_id == SESSIONS.c.id)
+            .where(SESSIONS.c.user_id == user_id)
+            .order_by(SESSIONS.c.created_at.desc(), SESSIONS.c.id.desc())
         )
         rows = await self._rows(stmt, "get_past_work")
         sealer = await self._owners.of_person(user_id) if rows else None
