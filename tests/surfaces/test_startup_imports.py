@@ -1,7 +1,7 @@
 """What a command imports before it answers: a command that runs no agent, and every
 check made at start, loads no agent framework (nor SQLAlchemy unless it opens the
-database, nor its ORM unless it runs Alembic, nor aiohttp unless it signs a token or serves, nor pydantic for ``--help``); a
-text chat loads no voice plugin.
+database, nor its ORM unless it runs Alembic, nor aiohttp unless it signs a token or
+serves, nor pydantic for ``--help``); a text chat loads no voice plugin.
 
 Each command is a real ``python -m coach`` process (run through a wrapper that says at
 exit which of :data:`WATCHED` it imported). What this guards is what the start costs:

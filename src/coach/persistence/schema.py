@@ -148,6 +148,7 @@ metadata: Final = MetaData(naming_convention=NAMING_CONVENTION)
 
 
 def _audit() -> tuple[Column[datetime], Column[datetime]]:
+    """``created_at`` and ``updated_at``, stamped by every insert and update."""
     return (
         Column("created_at", UTCDateTime(), nullable=False, default=utcnow),
         Column("updated_at", UTCDateTime(), nullable=False, default=utcnow, onupdate=utcnow),
