@@ -16,7 +16,7 @@ from coach.agents import DesignStrategist
 from coach.conversation.runtime import Runtime
 from coach.errors import InvalidWrite, StaleWrite
 from coach.persistence import open_repository
-from coach.persistence.sql import PERSON_DELTAS, PERSONS
+from coach.persistence.schema import PERSON_DELTAS, PERSONS
 from coach.state import person
 from coach.state.zones import DeltaSpec
 from coach.surfaces.rpc import invoke

@@ -24,8 +24,7 @@ from ..errors import BranchRefused, CorruptBlob, SessionNotFound
 from .codec import EncodedStep, StepCodec
 from .crypto import Sealer
 from .memory import opened_steps
-from .schema import new_id
-from .sql import AGENT_STEPS, CONVERSATIONS, DELTAS, PHASE_OUTPUTS, SESSIONS, STATES
+from .schema import AGENT_STEPS, CONVERSATIONS, DELTAS, PHASE_OUTPUTS, SESSIONS, STATES, new_id
 
 __all__ = ["branch", "branch_after_message"]
 

@@ -16,8 +16,8 @@ from ..errors import InvalidRole, InvalidWrite
 from ..store import AddMessage, MessageRecord
 from .crypto import Sealer
 from .driver import DriverQuery, utc
-from .schema import MESSAGE_ROLES
-from .sql import CONVERSATIONS, AnyRow, AnySelect, clean_text, fit
+from .schema import CONVERSATIONS, MESSAGE_ROLES
+from .sql import AnyRow, AnySelect, clean_text, fit
 
 __all__ = [
     "WindowMessage",

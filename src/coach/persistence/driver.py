@@ -25,7 +25,8 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Connection, Dialect
 
 from .engine import driver_sql
-from .sql import AGENT_STEPS, CONVERSATIONS, SESSIONS, AnySelect
+from .schema import AGENT_STEPS, CONVERSATIONS, SESSIONS
+from .sql import AnySelect
 
 __all__ = ["DriverQuery", "claim_steps", "insert_messages", "insert_steps", "utc"]
 

@@ -27,7 +27,7 @@ from ..state.retention import Redactor, RemovedSession
 from ..store import WriteZone
 from .codec import EncodedStep, StepCodec
 from .crypto import Sealer
-from .sql import (
+from .schema import (
     AGENT_STEPS,
     CONVERSATIONS,
     DELTAS,

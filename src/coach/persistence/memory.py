@@ -20,7 +20,8 @@ from .codec import StepCodec
 from .conversation import open_content
 from .crypto import Sealer
 from .driver import DriverQuery, utc
-from .sql import AGENT_STEPS, CONVERSATIONS, SESSIONS, AnyRow
+from .schema import AGENT_STEPS, CONVERSATIONS, SESSIONS
+from .sql import AnyRow
 
 __all__ = [
     "StepLinks",

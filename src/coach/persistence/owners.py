@@ -17,7 +17,7 @@ from ..errors import PersonErased
 from .crypto import Sealer
 from .engine import Database
 from .keystore import KEY_CACHE, Vault
-from .sql import SESSIONS, USERS
+from .schema import SESSIONS, USERS
 
 __all__ = ["Owners"]
 

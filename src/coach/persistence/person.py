@@ -20,7 +20,8 @@ from ..errors import InvalidWrite, StaleWrite
 from ..state.zones import Delta, DeltaSpec
 from ..store import PersonRecord
 from .crypto import Sealer
-from .sql import MAX_ACTOR, PERSON_DELTAS, PERSONS, USERS, fit, json_object, upsert
+from .schema import PERSON_DELTAS, PERSONS, USERS
+from .sql import MAX_ACTOR, fit, json_object, upsert
 from .zones import delta_record, delta_values
 
 __all__ = ["fetch_person", "person_deltas", "write_person"]

@@ -12,17 +12,8 @@ from sqlalchemy.engine import Connection
 from ..errors import InvalidWrite
 from ..store import ClosePhase, PhaseOutputRecord, SavePhaseOutput
 from .crypto import Sealer
-from .schema import PHASE_STATUSES, new_id
-from .sql import (
-    PHASE_OUTPUTS,
-    AnyRow,
-    AnySelect,
-    check_status,
-    clean_text,
-    fit,
-    json_object,
-    upsert,
-)
+from .schema import PHASE_OUTPUTS, PHASE_STATUSES, new_id
+from .sql import AnyRow, AnySelect, check_status, clean_text, fit, json_object, upsert
 
 __all__ = [
     "OUTPUT_COLUMNS",

@@ -23,8 +23,9 @@ from .conversation import WindowMessage, fetch_window
 from .crypto import Sealer
 from .memory import fetch_steps_from_message, step_window
 from .phases import OUTPUT_COLUMNS, output_record
+from .schema import PHASE_OUTPUTS, SESSIONS
 from .sessions import session_record, session_select
-from .sql import PHASE_OUTPUTS, SESSIONS, AnyRow, AnySelect
+from .sql import AnyRow, AnySelect
 from .zones import fetch_state
 
 __all__ = ["DEFAULT_MAX_STEPS", "Loaded", "read_resume"]

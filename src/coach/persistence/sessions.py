@@ -14,18 +14,8 @@ from ..store import SessionRecord, UserRecord
 from .crypto import Sealer
 from .driver import claim_steps
 from .memory import stored_count
-from .schema import SESSION_STATUSES
-from .sql import (
-    PHASE_OUTPUTS,
-    SESSIONS,
-    STATES,
-    USERS,
-    AnyRow,
-    AnySelect,
-    check_status,
-    fit,
-    upsert,
-)
+from .schema import PHASE_OUTPUTS, SESSION_STATUSES, SESSIONS, STATES, USERS
+from .sql import AnyRow, AnySelect, check_status, fit, upsert
 from .zones import empty_zones
 
 __all__ = [

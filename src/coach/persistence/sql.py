@@ -1,5 +1,5 @@
-"""What every aggregate's statements share: the tables, dialect-aware inserts, and the
-checks a value passes before any database sees it."""
+"""What every aggregate's statements share: dialect-aware inserts, and the checks a value
+passes before any database sees it (the tables are :mod:`.schema`'s)."""
 
 from __future__ import annotations
 
@@ -11,28 +11,8 @@ from sqlalchemy.engine import Connection, Row
 
 from ..errors import InvalidWrite
 from ..store import clean_text
-from .schema import (
-    AGENT_STEPS,
-    CONVERSATIONS,
-    DELTAS,
-    PERSON_DELTAS,
-    PERSONS,
-    PHASE_OUTPUTS,
-    SESSIONS,
-    STATES,
-    USERS,
-)
 
 __all__ = [
-    "AGENT_STEPS",
-    "CONVERSATIONS",
-    "DELTAS",
-    "PERSONS",
-    "PERSON_DELTAS",
-    "PHASE_OUTPUTS",
-    "SESSIONS",
-    "STATES",
-    "USERS",
     "AnyRow",
     "AnySelect",
     "MAX_ACTOR",

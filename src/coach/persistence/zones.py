@@ -20,7 +20,8 @@ from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
 from ..store import StateRecord, WriteZone
 from .crypto import Sealer
-from .sql import DELTAS, MAX_ACTOR, SESSIONS, STATES, AnyRow, AnySelect, fit, json_object, upsert
+from .schema import DELTAS, SESSIONS, STATES
+from .sql import MAX_ACTOR, AnyRow, AnySelect, fit, json_object, upsert
 
 __all__ = [
     "check_zone_write",

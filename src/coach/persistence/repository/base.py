@@ -31,14 +31,13 @@ from ..engine import Database
 from ..keystore import Vault
 from ..memory import decode_or_empty
 from ..owners import Owners
-from ..schema import utcnow
+from ..schema import SESSIONS, USERS, utcnow
 from ..sessions import (
     session_record,
     session_select,
     user_record,
     user_select,
 )
-from ..sql import SESSIONS, USERS
 
 __all__ = ["RepositoryBase"]
 

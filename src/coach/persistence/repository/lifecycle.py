@@ -31,14 +31,14 @@ from ...store.text import MAX_IDENTITY
 from ..branches import branch, branch_after_message
 from ..lifecycle import delete_user, erase_sessions
 from ..person import write_person
-from ..schema import SESSION_STATUSES, new_id, utcnow
+from ..schema import SESSION_STATUSES, USERS, new_id, utcnow
 from ..sessions import (
     expired_select,
     insert_session,
     insert_user,
     session_record,
 )
-from ..sql import USERS, check_status
+from ..sql import check_status
 from .base import RepositoryBase
 
 __all__ = ["LifecycleMethods"]

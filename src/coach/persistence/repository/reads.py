@@ -29,6 +29,7 @@ from ..memory import StepLinks, fetch_steps, read_steps, step_links, stored_coun
 from ..person import fetch_person, person_deltas
 from ..phases import output_record, outputs_select
 from ..resume import DEFAULT_MAX_STEPS, read_resume
+from ..schema import SESSIONS, STATES, USERS
 from ..sessions import (
     recent_sessions_select,
     room_session_select,
@@ -36,7 +37,6 @@ from ..sessions import (
     user_select,
     user_sessions_select,
 )
-from ..sql import SESSIONS, STATES, USERS
 from ..zones import delta_record, deltas_select, fetch_state
 from .base import RepositoryBase
 
