@@ -1,4 +1,4 @@
-"""Migrations: the models and the migration agree; upgrading is idempotent."""
+"""Migrations: the tables and the migrations agree; upgrading is idempotent."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from livekit.agents import llm
-from sqlalchemy import inspect, text
+from sqlalchemy import CheckConstraint, UniqueConstraint, inspect, text
+from sqlalchemy.engine import Connection
 
 from coach.errors import ConfigError
 from coach.persistence import (
@@ -21,6 +22,7 @@ from coach.persistence import (
 )
 from coach.persistence.keystore import Vault
 from coach.persistence.migrate import downgrade, head_revision, scripted_head
+from coach.persistence.schema import metadata
 from coach.state import person
 from coach.state.zones import DeltaSpec
 from tests.support import append_steps, keys_of, raw_sql, update_session
@@ -35,9 +37,42 @@ U1, S1, P1 = "a1" * 16, "b2" * 16, "c3" * 16
 """Ids as coach writes them (32 hex digits: a uuid on PostgreSQL)."""
 
 
-async def test_models_and_migrations_agree(database_url: str) -> None:
+async def test_tables_and_migrations_agree(database_url: str) -> None:
     assert await schema_diff(database_url) == []
     assert await current_revision(database_url) == head_revision()
+
+
+def _stored_constraints(conn: Connection) -> set[tuple[str, str | None]]:
+    found = inspect(conn)
+    return {
+        (table, constraint["name"])
+        for table in metadata.tables
+        for constraint in [
+            *found.get_check_constraints(table),
+            *found.get_unique_constraints(table),
+        ]
+    }
+
+
+async def test_every_constraint_the_tables_name_is_in_the_database_by_that_name(
+    database_url: str,
+) -> None:
+    # A migration drops or alters a constraint by its name (Alembic's comparison does
+    # not look at check constraints): the tables must name them as the database does.
+    named = {
+        (table.name, constraint.name)
+        for table in metadata.tables.values()
+        for constraint in table.constraints
+        if isinstance(constraint, CheckConstraint | UniqueConstraint)
+    }
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            stored = await conn.run_sync(_stored_constraints)
+    finally:
+        await engine.dispose()
+    assert named == stored
+    assert ("person_deltas", "ck_person_deltas_trigger") in named
 
 
 async def test_upgrade_is_idempotent(blank_database_url: str) -> None:
