@@ -1,4 +1,4 @@
-"""Alembic environment for coach: async engines, batch mode on SQLite.
+"""Alembic environment for coach: batch mode on SQLite.
 
 The database URL comes from, in order: a connection handed over by
 :mod:`coach.persistence.migrate` (programmatic use), ``config.attributes["url"]``,
@@ -15,7 +15,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from coach.persistence.engine import create_engine, normalize_url, write_engine
+from coach.persistence.engine import normalize_url
 from coach.persistence.schema import HexId, UTCDateTime, metadata
 
 config = context.config
@@ -71,25 +71,26 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
-async def _run_async() -> None:
-    engine = create_engine(_url(), pool_size=1, max_overflow=0)
+async def _run_standalone() -> None:
+    from coach.persistence.migrate import tooling_database
+
+    db = tooling_database(_url())
     try:
-        async with write_engine(engine).connect() as connection:
-            await connection.run_sync(_run)
-            await connection.commit()
+        await db.run(_run, write=True, what="migrating the database", attempts=1)
     finally:
-        await engine.dispose()
+        await db.dispose()
 
 
 def run_migrations_online() -> None:
-    """Migrate over a connection handed over by the caller, or over a new async engine."""
+    """Migrate over a connection handed over by the caller, or over one of its own (as
+    ``db upgrade`` does: SQLite's foreign keys off while tables are rebuilt)."""
     connection = config.attributes.get("connection")
     if connection is not None:
         _run(connection)
         return
     if config.config_file_name is not None:
         fileConfig(config.config_file_name, disable_existing_loggers=False)
-    asyncio.run(_run_async())
+    asyncio.run(_run_standalone())
 
 
 if context.is_offline_mode():

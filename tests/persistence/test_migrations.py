@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from coach.persistence import (
     upgrade,
 )
 from coach.persistence.keystore import Vault
-from coach.persistence.migrate import downgrade, head_revision, scripted_head
+from coach.persistence.migrate import alembic_config, downgrade, head_revision, scripted_head
 from coach.persistence.schema import metadata
 from coach.state import person
 from coach.state.zones import DeltaSpec
@@ -80,6 +81,15 @@ async def test_upgrade_is_idempotent(blank_database_url: str) -> None:
     await upgrade(blank_database_url)
     await upgrade(blank_database_url)
     assert await current_revision(blank_database_url) == head_revision() == "0008"
+    assert await schema_diff(blank_database_url) == []
+
+
+async def test_alembic_s_own_command_migrates_as_db_upgrade_does(blank_database_url: str) -> None:
+    # `alembic upgrade head` with no connection handed over: the environment opens one.
+    from alembic import command
+
+    await asyncio.to_thread(command.upgrade, alembic_config(blank_database_url), "head")
+    assert await current_revision(blank_database_url) == head_revision()
     assert await schema_diff(blank_database_url) == []
 
 

@@ -20,9 +20,9 @@
   hand-off per transaction, not several per statement. Either way transient failures
   are retried a bounded number of times and every driver error is wrapped in
   :class:`~coach.errors.StorageError`, saying whether it may pass by itself.
-* :func:`create_engine` gives an async engine for tooling that wants one (Alembic's
-  own command line, tests); coach's migrations and checks run through a
-  :class:`Database` of their own.
+* :func:`create_engine` gives an async engine for tooling that wants one (tests);
+  migrations and checks run through a :class:`Database` of their own
+  (:func:`~.migrate.tooling_database`).
 * **In memory** (:func:`is_memory`): a :class:`Database` is one connection for its life.
   A *named* database (:mod:`.inmemory`) is shared by the process's connections to it;
   ``sqlite://`` is a new, empty one per connection, so migrations and tooling refuse it
@@ -63,7 +63,6 @@ __all__ = [
     "is_transient",
     "normalize_url",
     "require_shared",
-    "write_engine",
 ]
 
 log = logging.getLogger("coach.persistence")
@@ -74,7 +73,6 @@ DEFAULT_ATTEMPTS: Final = 4
 DEFAULT_TIMEOUT: Final = 5.0
 """Seconds a PostgreSQL call may take in all, retries included (``COACH_DB_TIMEOUT``)."""
 SQLITE_BUSY_TIMEOUT_MS: Final = 15_000
-_WRITE_OPTION: Final = "coach_write"
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -211,23 +209,13 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, foreign_keys: boo
 
 
 def _begin_on_transaction(engine: AsyncEngine) -> None:
-    """Emit ``BEGIN`` (``BEGIN IMMEDIATE`` on a :func:`write_engine`) on every transaction
-    of a tooling engine. :class:`Database` emits its own in the unit instead: a
-    connection event makes SQLAlchemy dispatch events around every statement (~20 % of
-    a turn's write)."""
+    """Emit ``BEGIN`` on every transaction of a tooling engine. :class:`Database` emits
+    its own in the unit instead: a connection event makes SQLAlchemy dispatch events
+    around every statement (~20 % of a turn's write)."""
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        write = conn.get_execution_options().get(_WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def write_engine(engine: AsyncEngine) -> AsyncEngine:
-    """Return a view of ``engine`` whose transactions take the write lock up front.
-
-    On SQLite that is ``BEGIN IMMEDIATE``; elsewhere it changes nothing.
-    """
-    return engine.execution_options(**{_WRITE_OPTION: True})
+        conn.exec_driver_sql("BEGIN")
 
 
 def driver_sql(
@@ -346,7 +334,6 @@ class Database:
             self._async = create_engine(
                 parsed, pool_size=pool_size, max_overflow=max_overflow, timeout=timeout
             )
-            self._async_write = write_engine(self._async)
             self.sync_engine = self._async.sync_engine
         self.timeout = timeout
         self.url = parsed
@@ -444,8 +431,7 @@ class Database:
                 abandoned.set()
                 raise
         assert self._async is not None
-        engine_async = self._async_write if write else self._async
-        async with engine_async.connect() as conn:
+        async with self._async.connect() as conn:
             return await conn.run_sync(_transact, op)
 
     async def dispose(self) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "head_revision",
     "require_current",
     "schema_diff",
+    "tooling_database",
     "upgrade",
     "upgrade_sync",
 ]
@@ -136,8 +137,9 @@ def _user_ids(connection: Connection) -> list[str]:
     return [str(user_id).replace("-", "") for user_id in ids]
 
 
-def _tooling(url: str | URL) -> Database:
-    """A connection of its own for a migration or a check: unbounded in time (a
+def tooling_database(url: str | URL) -> Database:
+    """A connection of its own for a migration or a check (coach's, or Alembic's own
+    command line through ``migrations/env.py``): unbounded in time (a
     migration may take long), and with SQLite's foreign keys off (SQLite asks for a
     table rebuilt by copying, and dropping the old one would cascade). On SQLite it runs
     in a thread over the sqlite3 driver, without SQLAlchemy's asyncio extension: the
@@ -179,7 +181,7 @@ async def upgrade(
         StorageError: When the database cannot be reached or a migration fails.
         ConfigError: A newer release migrated it in a way this release cannot use.
     """
-    db = _tooling(url)
+    db = tooling_database(url)
     try:
         keys = await _held(db, vault, create=True)
 
@@ -202,7 +204,7 @@ async def downgrade(url: str | URL, revision: str, *, secret: bytes, vault: Vaul
     """
     from alembic import command
 
-    db = _tooling(url)
+    db = tooling_database(url)
     try:
         keys = await _held(db, vault, create=False)
 
@@ -262,7 +264,7 @@ def _current(connection: Connection) -> str | None:
 
 async def current_revision(url: str | URL) -> str | None:
     """Return the revision the database at ``url`` is at (``None`` when unmigrated)."""
-    db = _tooling(url)
+    db = tooling_database(url)
     try:
         return await db.run(_current, write=False, what="reading the database", attempts=1)
     finally:
@@ -380,7 +382,7 @@ async def schema_diff(url: str | URL) -> list[Any]:
 
     An empty list means the migrated schema and the tables agree (``alembic check``).
     """
-    db = _tooling(url)
+    db = tooling_database(url)
     try:
         return await db.run(_diff, write=False, what="reading the database", attempts=1)
     finally:
