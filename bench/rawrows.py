@@ -111,6 +111,10 @@ def raw_batches(
 
 
 _CLAIM = "UPDATE sessions SET memory_steps = {0} WHERE id = {1} AND memory_steps = {2}"
+_CLAIMS = (
+    "UPDATE sessions SET memory_steps = c.after FROM unnest($1::uuid[], $2::int[], $3::int[]) "
+    "AS c(id, before, after) WHERE sessions.id = c.id AND sessions.memory_steps = c.before"
+)
 _MESSAGE = (
     "INSERT INTO session_conversations (session_id, phase_id, role, content, interrupted, "
     "created_at) VALUES ({0}, NULL, {1}, {2}, false, {3})"
@@ -180,8 +184,9 @@ class RawSQLite:
 
 
 class RawAsyncpg:
-    """One ``asyncpg`` connection on the event loop: per batch one transaction of the
-    claims, one multi-row ``INSERT ... RETURNING id`` of the messages, one of the steps."""
+    """One ``asyncpg`` connection on the event loop: per batch one transaction of one
+    ``UPDATE`` of every session's claim, one multi-row ``INSERT ... RETURNING id`` of the
+    messages, one of the steps."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -197,12 +202,13 @@ class RawAsyncpg:
         assert conn is not None
         now = rows.now
         async with conn.transaction():
-            for sid, before, after in rows.claims:
+            if rows.claims:
+                sids, befores, afters = zip(*rows.claims, strict=True)
                 status = await conn.execute(
-                    _CLAIM.format("$1", "$2", "$3"), after, uuid.UUID(sid), before
+                    _CLAIMS, [uuid.UUID(sid) for sid in sids], list(befores), list(afters)
                 )
-                if status != "UPDATE 1":
-                    raise RuntimeError(f"stale claim of {sid} at {before}")
+                if status != f"UPDATE {len(sids)}":
+                    raise RuntimeError(f"stale claims: {status} of {len(sids)}")
             ids: list[int] = []
             if rows.messages:
                 records = await conn.fetch(

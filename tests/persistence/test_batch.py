@@ -144,3 +144,37 @@ async def test_a_message_step_keeps_its_text_once_and_it_is_still_signed(
     with caplog.at_level(logging.ERROR, logger="coach.persistence"):
         assert await repo.load_agent_state(sid) == []
     assert "session_conversations.content" in caplog.text  # its seal fails first
+
+
+async def test_a_stale_claim_among_several_sessions_names_its_session_and_writes_nothing(
+    repo: Repository,
+) -> None:
+    # A batch's memory claims are one statement however many sessions it writes: the one
+    # that did not hold is still named, and the claims that held are rolled back with it.
+    a, b, c = [await _session(repo) for _ in range(3)]
+    await repo.write_batch([AppendSteps(b, 0, ("elsewhere",))])  # another writer moved b on
+    batch: list[Any] = [AddMessage(sid, "user", f"to {sid}") for sid in (a, b, c)]
+    batch += [AppendSteps(sid, 0, (f"step of {sid}",)) for sid in (c, b, a)]
+    with pytest.raises(StaleWrite, match=f"Session {b} has 1 memory steps stored, not 0"):
+        await repo.write_batch(batch)
+    assert [await repo.agent_step_count(sid) for sid in (a, b, c)] == [0, 1, 0]
+    assert [await repo.get_session_conversation(sid) for sid in (a, c)] == [[], []]
+
+
+async def test_claims_of_more_sessions_than_one_statement_carries_all_hold(
+    repo: Repository,
+) -> None:
+    # SQLite takes 300 claims to an UPDATE; PostgreSQL any number in one.
+    user = await repo.get_or_create_user("many")
+    sids = [(await repo.create_session(user.id)).id for _ in range(301)]
+    await repo.write_batch([AppendSteps(sid, 0, (f"first of {sid}",)) for sid in sids])
+    await repo.write_batch(
+        [AppendSteps(sid, 1, (f"second of {sid}",)) for sid in reversed(sids)]
+        + [UpdateSession(sids[7], {"current_agent": "strategist"})]
+    )
+    counts = {sid: await repo.agent_step_count(sid) for sid in sids}
+    assert set(counts.values()) == {2}, counts
+    assert await repo.load_agent_state(sids[-1]) == [
+        f"first of {sids[-1]}",
+        f"second of {sids[-1]}",
+    ]

@@ -5,16 +5,22 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from livekit.agents import llm
+from sqlalchemy import event, text
+from sqlalchemy.exc import DBAPIError
 
 from coach.errors import StaleWrite
-from coach.persistence import Repository
+from coach.persistence import Repository, open_repository
+from coach.persistence.driver import lock_sessions
 from coach.state import DeltaSpec
-from tests.support import NOT_IN_MEMORY, append_steps, key_env
+from coach.store import AddMessage, AppendSteps
+from tests.support import MEMORY_SECRET, NOT_IN_MEMORY, append_steps, key_env, keys_of, raw_sql
 
 WRITER = Path(__file__).with_name("_writer.py")
 
@@ -140,3 +146,54 @@ async def test_two_processes_write_one_session(database_url: str, repo: Reposito
     for actor in ("proc-a", "proc-b"):  # each process's own writes stay in its order
         mine = [m.content for m in messages if m.content.startswith(actor)]
         assert mine == [f"{actor} {i}" for i in range(count)]
+
+
+@pytest.mark.postgres
+async def test_a_batch_over_several_sessions_locks_them_as_an_update_would(
+    postgres_url: str,
+) -> None:
+    # A batch's claims are one UPDATE, whose row locks the database takes in its own
+    # order; so the rows are locked first, in id order, as strongly as an UPDATE locks
+    # them and no more: another writer of those sessions waits, and a message of one of
+    # them (whose foreign key takes a key-share lock of the session) does not.
+    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
+    try:
+        a, b = sorted([await _session(repo), await _session(repo)])
+        async with raw_sql(repo, begin=True) as holder, raw_sql(repo) as prober:
+            await holder.run_sync(lambda conn: lock_sessions(conn, [a, b]))
+            await asyncio.wait_for(repo.write_batch([AddMessage(a, "user", "heard")]), 60)
+            for sid in (a, b):
+                with pytest.raises(DBAPIError, match="could not obtain lock"):
+                    await prober.execute(
+                        text("SELECT 1 FROM sessions WHERE id = :id FOR NO KEY UPDATE NOWAIT"),
+                        {"id": uuid.UUID(sid)},
+                    )
+                await prober.rollback()
+        assert [m.content for m in await repo.get_session_conversation(a)] == ["heard"]
+    finally:
+        await repo.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_batch_locks_its_sessions_in_id_order_before_it_claims(postgres_url: str) -> None:
+    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if "sessions" in statement.split("WHERE")[0]:
+            seen.append((statement.split()[0], params))
+
+    try:
+        a, b = sorted([await _session(repo), await _session(repo)])
+        event.listen(repo.database.sync_engine, "before_cursor_execute", record)
+        await repo.write_batch([AppendSteps(b, 0, ("b",)), AppendSteps(a, 0, ("a",))])
+        await repo.write_batch([AppendSteps(a, 1, ("a again",))])
+        event.remove(repo.database.sync_engine, "before_cursor_execute", record)
+    finally:
+        await repo.aclose()
+    locked = [uuid.UUID(a), uuid.UUID(b)]
+    assert [(verb, [uuid.UUID(str(i)) for i in params[0]]) for verb, params in seen] == [
+        ("SELECT", locked),  # both rows, in id order, before either is written
+        ("UPDATE", locked),
+        ("UPDATE", [uuid.UUID(a)]),  # one session: its UPDATE is its lock
+    ]

@@ -31,10 +31,10 @@ from ..store import (
 from .codec import StepCodec
 from .conversation import message_row
 from .crypto import Sealer
-from .driver import insert_messages, insert_steps
+from .driver import insert_messages, insert_steps, lock_sessions
 from .memory import encode_rows, message_text
 from .phases import check_close, check_phase_output, close_phases, save_phase_outputs
-from .sessions import apply_session_write, session_values
+from .sessions import apply_session_write, claim_memory, session_values
 from .zones import check_zone_write, write_zones
 
 __all__ = ["Applied", "Plan"]
@@ -136,8 +136,10 @@ class Plan:
         field sealed with its session owner's sealer (``sealers``: session id -> sealer,
         one for each of :attr:`session_ids`).
 
-        Sessions are updated in id order — one statement each, which claims the memory
-        positions and takes the row lock — then zone writes, then the inserts.
+        The sessions it updates are locked first, in id order (:func:`lock_sessions`;
+        when there are several); then the memory positions of every session with
+        nothing else to change are claimed in one statement, each other session is
+        updated in one (its claim with it); then zone writes, then the inserts.
 
         Raises:
             SessionNotFound: An op names an unknown session.
@@ -145,15 +147,17 @@ class Plan:
                 write whose expected step is not the stored step.
         """
         applied, now = Applied(), self.now
-        for sid in sorted(self.appends.keys() | self.session_fields.keys()):
-            fields = self.session_fields.get(sid)
-            values = {**fields, "updated_at": now} if fields is not None else {}
+        claims = {sid: (start, len(steps)) for sid, (start, steps) in self.appends.items()}
+        updated = sorted(claims.keys() | self.session_fields.keys())
+        if len(updated) > 1:
+            lock_sessions(conn, updated)
+        claim_memory(conn, {sid: claims[sid] for sid in claims if sid not in self.session_fields})
+        for sid in sorted(self.session_fields):
+            values = {**self.session_fields[sid], "updated_at": now}
             if "design_challenge" in values:
                 values = sealers[sid].seal_row("sessions", {"id": sid, **values})
                 del values["id"]
-            append = self.appends.get(sid)
-            claim = (append[0], len(append[1])) if append is not None else None
-            apply_session_write(conn, sid, values, steps=claim)
+            apply_session_write(conn, sid, values, steps=claims.get(sid))
         for sid in sorted(self.zone_writes):
             applied.states[sid] = write_zones(conn, sid, self.zone_writes[sid], now, sealers[sid])
         if self.messages:

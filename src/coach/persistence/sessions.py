@@ -21,6 +21,7 @@ from .zones import empty_zones
 __all__ = [
     "SESSION_FIELDS",
     "apply_session_write",
+    "claim_memory",
     "insert_session",
     "recent_sessions_select",
     "expired_select",
@@ -169,6 +170,24 @@ def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {name: fit(value, SESSIONS.c[name], f"session {name}") for name, value in fields.items()}
 
 
+def claim_memory(conn: Connection, claims: Mapping[str, tuple[int, int]]) -> None:
+    """Claim memory positions ``start .. start + count - 1`` of each session (``claims``:
+    session id -> ``(start, count)``) in one statement, which also takes the rows' locks
+    that order writers of a session.
+
+    Raises:
+        SessionNotFound: There is no such session (the first, in id order).
+        StaleWrite: A ``start`` is not the stored step count (another writer got there).
+    """
+    ordered = sorted(claims)
+    failed = claim_steps(conn, [(sid, claims[sid][0], sum(claims[sid])) for sid in ordered])
+    for sid in failed:
+        stored = stored_count(conn, sid)
+        if stored is None:
+            raise SessionNotFound(sid)
+        raise StaleWrite(f"Session {sid} has {stored} memory steps stored, not {claims[sid][0]}")
+
+
 def apply_session_write(
     conn: Connection,
     session_id: str,
@@ -176,26 +195,19 @@ def apply_session_write(
     *,
     steps: tuple[int, int] | None = None,
 ) -> None:
-    """Update one session row: ``values`` (bumping ``updated_at`` when given) and, with
-    ``steps=(start, count)``, claim memory positions ``start .. start + count - 1``.
-
-    One statement, which also takes the row lock that orders writers of the session.
+    """Update one session row with ``values`` (``updated_at`` among them, non-empty)
+    and, with ``steps=(start, count)``, claim memory positions ``start .. start + count
+    - 1`` in the same statement, which also takes the row lock.
 
     Raises:
         SessionNotFound: There is no such session.
         StaleWrite: ``start`` is not the stored step count (another writer got there).
     """
-    if steps is not None and not values:  # the hot path: a turn's steps
-        updated = int(claim_steps(conn, session_id, steps[0], steps[0] + steps[1]))
-    elif values:
-        stmt = update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
-        if steps is not None:
-            start, count = steps
-            stmt = stmt.where(SESSIONS.c.memory_steps == start).values(memory_steps=start + count)
-        updated = conn.execute(stmt).rowcount
-    else:
-        return  # nothing to change
-    if updated:
+    stmt = update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
+    if steps is not None:
+        start, count = steps
+        stmt = stmt.where(SESSIONS.c.memory_steps == start).values(memory_steps=start + count)
+    if conn.execute(stmt).rowcount:
         return
     stored = stored_count(conn, session_id)
     if stored is None or steps is None:
