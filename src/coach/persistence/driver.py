@@ -68,11 +68,10 @@ def _marks(paramstyle: str, count: int) -> tuple[str, ...]:
     return tuple(f"${n}" for n in range(1, count + 1))
 
 
-_CLAIMS_PER_UPDATE: Final = 300
-"""Claims per SQLite ``UPDATE``: 900 parameters, inside every SQLite's limit."""
 _LOCK_SESSIONS: Final = (
     "SELECT 1 FROM sessions WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE"
 )
+_SQLITE_CLAIM: Final = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?"
 _CLAIMS: Final = (
     "UPDATE sessions SET memory_steps = c.end_at "
     "FROM unnest($1::uuid[], $2::integer[], $3::integer[]) AS c(id, start_at, end_at) "
@@ -99,48 +98,31 @@ def claim_steps(conn: Connection, claims: Sequence[tuple[str, int, int]]) -> lis
     the sessions whose claim did not hold (no such session, or another count), in the
     order given.
 
-    One statement, not one per session: on PostgreSQL each is a round trip, and a
-    recorder's batch across 33 sessions spent most of its CPU on 33 of them. On
-    PostgreSQL an ``UPDATE`` over ``unnest`` of three arrays (one SQL for any number of
-    claims); on SQLite an ``UPDATE ... FROM (VALUES ...)`` of up to 300. The order in
-    which the database takes the rows' locks is its own: a caller that writes several
-    sessions takes them first with :func:`lock_sessions`.
+    On PostgreSQL one ``UPDATE`` over ``unnest`` of three arrays, the same SQL for any
+    number of claims: a statement is a round trip there, and a recorder's batch across 33
+    sessions spent most of its CPU on 33 of them. The order in which the database takes
+    the rows' locks is its own: a caller that writes several sessions takes them first
+    with :func:`lock_sessions`. On SQLite, in the process, one ``UPDATE`` per claim.
     """
+    binds = _binds(conn.dialect, SESSIONS, ("memory_steps", "id", "memory_steps"))
+    if conn.dialect.paramstyle == "qmark":
+        return [
+            sid
+            for sid, start, end in claims
+            if not driver_sql(conn, _SQLITE_CLAIM, _bound(binds, (end, sid, start)))[0]
+        ]
     if not claims:
         return []
-    binds = _binds(conn.dialect, SESSIONS, ("id", "memory_steps", "memory_steps"))
-    bound = [_bound(binds, claim) for claim in claims]
-    held: set[str] = set()
-    if conn.dialect.paramstyle == "qmark":
-        for chunk in range(0, len(bound), _CLAIMS_PER_UPDATE):
-            part = bound[chunk : chunk + _CLAIMS_PER_UPDATE]
-            params = tuple(value for claim in part for value in claim)
-            held.update(
-                _hex(row[0]) for row in driver_sql(conn, _sqlite_claims(len(part)), params)[1]
-            )
-    else:
-        ids, starts, ends = (list(column) for column in zip(*bound, strict=True))
-        held.update(_hex(row[0]) for row in driver_sql(conn, _CLAIMS, (ids, starts, ends))[1])
-    return [
-        sid for (sid, _, _), (id_, _, _) in zip(claims, bound, strict=True) if _hex(id_) not in held
-    ]
+    bound = [_bound(binds, (end, sid, start)) for sid, start, end in claims]
+    ends, ids, starts = (list(column) for column in zip(*bound, strict=True))
+    held = {_hex(row[0]) for row in driver_sql(conn, _CLAIMS, (ids, starts, ends))[1]}
+    return [sid for (sid, _, _), id_ in zip(claims, ids, strict=True) if _hex(id_) not in held]
 
 
 def _hex(session_id: object) -> str:
-    """An id as bound or returned (text on SQLite; a ``UUID`` or its text on
-    PostgreSQL) as 32 hex digits."""
+    """An id as PostgreSQL's driver takes or returns it (a ``UUID`` or its text) as 32
+    hex digits."""
     return str(session_id).replace("-", "")
-
-
-@functools.lru_cache(maxsize=64)
-def _sqlite_claims(count: int) -> str:
-    """SQLite's ``UPDATE`` of ``count`` claims (a ``VALUES`` row's columns are
-    ``column1`` ...: the id, the start, the end)."""
-    rows = ", ".join(["(?, ?, ?)"] * count)
-    return (
-        f"UPDATE sessions SET memory_steps = c.column3 FROM (VALUES {rows}) AS c "
-        "WHERE sessions.id = c.column1 AND sessions.memory_steps = c.column2 RETURNING id"
-    )
 
 
 def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
