@@ -1,4 +1,4 @@
-"""Where coach's storage time goes: cProfile of every thread over the hot paths (SQLite).
+"""Where coach's storage time goes: cProfile of every thread over the hot paths.
 
 Run from the repository root::
 
@@ -13,11 +13,15 @@ coach's database threads (a profiler is started in each thread as it starts, thr
 * ``--writes`` one-turn ``write_batch`` calls (two messages, two memory steps);
 * ``--reads`` live resumes (recorder flush, ``resume_session``) of a ``--resume-turns``
   session;
-* a ``Recorder`` recording ``--recorder-turns`` turns flat out, then ``flush``.
+* a ``Recorder`` recording ``--recorder-turns`` turns flat out, then ``flush``;
+* the same on PostgreSQL, the turns spread over 50 sessions (as a fleet worker's
+  concurrent conversations interleave).
+
+The first three run on SQLite.
 
 Each reports the functions with the largest own time (``tottime``) and its share of
 the profile's total, and the total split by where the code lives (coach, SQLAlchemy,
-the ``sqlite3`` module's C calls, asyncio, pickle/hmac, the rest). cProfile adds a
+asyncpg, the ``sqlite3`` module's C calls, asyncio, pickle/hmac, the rest). cProfile adds a
 fixed cost to every Python call, so the shares lean towards code made of many small
 Python calls (SQLAlchemy's) and away from C: read them as an order, not as timings.
 
@@ -51,7 +55,7 @@ from coach.persistence.schema import utcnow
 
 from .backends import SECRET, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
-from .recorder_cpu import record, workload
+from .recorder_cpu import new_sessions, pg_repo, record, workload
 from .text import Turn, turns
 
 COMMAND = "python -m bench.profiles"
@@ -118,6 +122,8 @@ def _where(key: tuple[str, int, str]) -> str:
         return "coach"
     if "sqlalchemy" in path:
         return "SQLAlchemy"
+    if "asyncpg" in path:
+        return "asyncpg"
     if "sqlite3" in name:
         return "sqlite3 (C)"
     if "asyncio" in path or "selectors" in path or "select.epoll" in name:
@@ -218,6 +224,23 @@ async def profile_resume(size: int, reads: int, top: int) -> ProfileResult:
             directory / "r.db", lambda c: resume(c, reads), lambda c: resume(c, 3)
         )
     return summarise(f"live resume at {size:,} turns", reads, "read", found, top)
+
+
+async def profile_recorder_pg(count: int, sessions: int, top: int) -> ProfileResult:
+    """A ``Recorder`` recording ``count`` turns spread round-robin over ``sessions``
+    sessions on PostgreSQL, then ``flush`` (after a short unprofiled warm-up). Every
+    statement runs on the loop's thread, so its profile is the whole process's."""
+    async with pg_repo() as (repo, _):
+        await record(repo, workload(await new_sessions(repo, 2), 10, seed=-1))
+        ops = workload(await new_sessions(repo, sessions), count // sessions, seed=5)
+        found = _AllThreads()
+        profile = cProfile.Profile(time.thread_time)
+        profile.enable()
+        await record(repo, ops)
+        profile.disable()
+        found.profiles.append(profile)
+    title = f"recorder, flat out, PostgreSQL, {sessions} sessions"
+    return summarise(title, 2 * len(ops) // 3, "message", found, top)
 
 
 async def profile_recorder(count: int, top: int) -> ProfileResult:
@@ -351,11 +374,12 @@ def report(results: Sequence[ProfileResult]) -> str:
 async def run(
     writes: int, size: int, reads: int, recorder_turns: int, top: int
 ) -> list[ProfileResult]:
-    """The three profiles."""
+    """The four profiles."""
     return [
         await profile_writes(writes, top),
         await profile_resume(size, reads, top),
         await profile_recorder(recorder_turns, top),
+        await profile_recorder_pg(recorder_turns, 50, top),
     ]
 
 

@@ -143,7 +143,7 @@ async def write_raw(raw: RawSQLite | RawAsyncpg, ops: Sequence[Any]) -> tuple[fl
 
 
 @asynccontextmanager
-async def _pg_repo() -> AsyncIterator[tuple[Any, str]]:
+async def pg_repo() -> AsyncIterator[tuple[Any, str]]:
     async with pg_database("reccpu") as name:
         repo = await open_repository(
             pg_url(name), **coach_keys(pg_url(name)), secret=SECRET, create_schema=True
@@ -154,7 +154,7 @@ async def _pg_repo() -> AsyncIterator[tuple[Any, str]]:
             await repo.aclose()
 
 
-async def _new_sessions(repo: Any, count: int) -> list[str]:
+async def new_sessions(repo: Any, count: int) -> list[str]:
     user = await repo.get_or_create_user("bench")
     return [(await repo.create_session(user.id, "challenge")).id for _ in range(count)]
 
@@ -167,7 +167,7 @@ async def _sqlite_round(
         sqlite_url(path), **coach_keys(sqlite_url(path)), secret=SECRET, create_schema=True
     )
     try:
-        ops = workload(await _new_sessions(repo, sessions), per, seed=n)
+        ops = workload(await new_sessions(repo, sessions), per, seed=n)
         if kind == "coach":
             return await record(repo, ops)
     finally:
@@ -192,13 +192,13 @@ async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
                     _add(result, kind, await _sqlite_round(kind, directory, sessions, per, n))
                 _log(result)
         return result
-    async with _pg_repo() as (repo, dsn):  # one database; new sessions every run
+    async with pg_repo() as (repo, dsn):  # one database; new sessions every run
         raw = RawAsyncpg(dsn)
         await raw.open()
         try:
             for n in range(-1, rounds):
                 for kind in ("coach", "raw") if n % 2 == 0 else ("raw", "coach"):
-                    ops = workload(await _new_sessions(repo, sessions), per, seed=n)
+                    ops = workload(await new_sessions(repo, sessions), per, seed=n)
                     found = await (record(repo, ops) if kind == "coach" else write_raw(raw, ops))
                     if n >= 0:
                         _add(result, kind, found)
