@@ -172,8 +172,9 @@ def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def claim_memory(conn: Connection, claims: Mapping[str, tuple[int, int]]) -> None:
     """Claim memory positions ``start .. start + count - 1`` of each session (``claims``:
-    session id -> ``(start, count)``) in one statement, which also takes the rows' locks
-    that order writers of a session.
+    session id -> ``(start, count)``): one statement on PostgreSQL, one per session on
+    SQLite (:func:`~.driver.claim_steps`). Each takes its session's row lock, unless the
+    caller holds it already (:func:`~.driver.lock_sessions`).
 
     Raises:
         SessionNotFound: There is no such session (the first, in id order).
