@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -110,21 +111,33 @@ def sqlite_bytes(url: str | URL) -> bytes:
 _WAL_AT = text("SELECT file_name, file_offset FROM pg_walfile_name_offset(pg_current_wal_lsn())")
 
 
-async def wal_position(repo: Repository) -> tuple[str, int] | None:
+@contextlib.asynccontextmanager
+async def wal_kept(repo: Repository) -> AsyncIterator[tuple[str, int] | None]:
     """PostgreSQL: where the WAL is written now — segment and offset — (what
-    :func:`stored_bytes` reads from); SQLite: ``None`` (its WAL is a file beside it)."""
+    :func:`stored_bytes` reads from), with that WAL kept until the block ends; SQLite:
+    ``None`` (its WAL is a file beside it).
+
+    A checkpoint recycles the segments before it — :func:`stored_bytes`' own, another
+    test's beside it, the server's —, and a recycled segment was skipped unread, or
+    vanished while it was read. A temporary replication slot, reserving the WAL from
+    here on, keeps them; it lives as long as the connection holding it, so a test that
+    dies leaves none behind."""
     if repo.database.dialect != "postgresql":
-        return None
+        yield None
+        return
     async with raw_sql(repo) as conn:
+        slot = text("SELECT pg_create_physical_replication_slot(:name, true, true)")
+        await conn.execute(slot, {"name": f"coach_test_{uuid.uuid4().hex}"})
         name, offset = (await conn.execute(_WAL_AT)).one()
-    return str(name), int(offset)
+        await conn.commit()
+        yield str(name), int(offset)
 
 
 async def stored_bytes(repo: Repository, database_url: str, since: tuple[str, int] | None) -> bytes:
     """Every byte the database keeps for ``database_url``: a SQLite file with its WAL, an
     in-memory database's image, or — read raw by the PostgreSQL server as the superuser
     the tests connect as — every table, index and TOAST relation after a checkpoint and
-    the WAL written from ``since`` (:func:`wal_position`) on, and nothing before it."""
+    the WAL written from ``since`` (:func:`wal_kept`) on, and nothing before it."""
     if is_memory(database_url):
         return sqlite_bytes(database_url)
     if repo.database.dialect != "postgresql":
@@ -150,7 +163,9 @@ async def stored_bytes(repo: Repository, database_url: str, since: tuple[str, in
             text("SELECT name, size FROM pg_ls_waldir() WHERE name BETWEEN :a AND :b"),
             {"a": since[0], "b": end},
         )
-        for name, size in sorted(segments.all()):
+        listed = sorted(segments.all())
+        assert listed[0][0] == since[0], "the WAL since the start is kept (wal_kept)"
+        for name, size in listed:
             first = since[1] if name == since[0] else 0
             last = end_offset if name == end else size
             parts.append((f"pg_wal/{name}", first, last - first))

@@ -21,7 +21,7 @@ from coach.persistence.schema import metadata
 from coach.surfaces.rpc import invoke
 from coach.surfaces.sessions import delete_session, prune_sessions
 from coach.testing import ScriptedLLM, call, say
-from tests.support import raw_sql, stored_bytes, wal_position
+from tests.support import raw_sql, stored_bytes, wal_kept
 
 from .helpers import repository, start
 
@@ -198,20 +198,20 @@ async def test_two_whole_visits_leave_no_word_of_the_person_readable_on_disk(
     work, a phase completed with its prompts, the person's identity — and not one of
     their words in the database's bytes on disk (file and WAL), though all read back."""
     repo = repository(runtime)
-    since = await wal_position(repo)
-    first = await first_visit(runtime)
-    await second_visit(runtime)
-    said = (
-        *MARKERS,
-        "My gym's lockers need work",
-        "bike parking at the office",
-        "Cyclists need somewhere safe",
-        "Welcome back, Ada",
-        "You are the Design",  # the phases' system prompts
-    )
-    opened = " ".join(" ".join(rows) for rows in (await stored(runtime)).values()).lower()
-    assert [w for w in said if w.lower() not in opened] == []  # stored, and reads back
-    raw = await stored_bytes(repo, database_url, since)
+    async with wal_kept(repo) as since:
+        first = await first_visit(runtime)
+        await second_visit(runtime)
+        said = (
+            *MARKERS,
+            "My gym's lockers need work",
+            "bike parking at the office",
+            "Cyclists need somewhere safe",
+            "Welcome back, Ada",
+            "You are the Design",  # the phases' system prompts
+        )
+        opened = " ".join(" ".join(rows) for rows in (await stored(runtime)).values()).lower()
+        assert [w for w in said if w.lower() not in opened] == []  # stored, and reads back
+        raw = await stored_bytes(repo, database_url, since)
     assert first.encode() in raw or uuid.UUID(first).bytes in raw  # the scan sees rows
     lowered = raw.lower()
     for words in said:

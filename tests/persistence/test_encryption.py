@@ -29,7 +29,7 @@ from tests.support import (
     raw_sql,
     sqlite_bytes,
     stored_bytes,
-    wal_position,
+    wal_kept,
 )
 
 MARKERS = {
@@ -106,24 +106,24 @@ async def test_nothing_personal_is_stored_readable(database_url: str) -> None:
     neither; and every value reads back as it was written."""
     repo = await open_repository(database_url, **keys_of(database_url), secret=MEMORY_SECRET)
     try:
-        since = await wal_position(repo)
-        user_id, sid = await visit(repo)
-        assert (await repo.get_user(user_id)).identity == MARKERS["identity"]  # type: ignore[union-attr]
-        assert (await repo.get_session(sid)).design_challenge == MARKERS["challenge"]  # type: ignore[union-attr]
-        said = await repo.get_session_conversation(sid)
-        assert [m.content for m in said] == [MARKERS["said"], MARKERS["reply"]]
-        steps = await repo.load_agent_state(sid)
-        assert MARKERS["tool"] in steps[1].arguments  # type: ignore[attr-defined]
-        assert (await repo.get_state(sid)).data == {"insights": [MARKERS["zone"]]}
-        (delta,) = await repo.get_deltas(sid)
-        assert delta.actor_id == MARKERS["identity"]
-        assert delta.action.params == {"q": MARKERS["delta"]}
-        assert (await repo.get_person(user_id)).value == {"facts": [MARKERS["fact"]]}
-        (output,) = await repo.get_phase_outputs(sid)
-        assert (output.system_prompt, output.output) == (MARKERS["prompt"], MARKERS["output"])
-        found = await repo.find_user(MARKERS["identity"])
-        assert found is not None and found.id == user_id
-        raw = await stored_bytes(repo, database_url, since)
+        async with wal_kept(repo) as since:
+            user_id, sid = await visit(repo)
+            assert (await repo.get_user(user_id)).identity == MARKERS["identity"]  # type: ignore[union-attr]
+            assert (await repo.get_session(sid)).design_challenge == MARKERS["challenge"]  # type: ignore[union-attr]
+            said = await repo.get_session_conversation(sid)
+            assert [m.content for m in said] == [MARKERS["said"], MARKERS["reply"]]
+            steps = await repo.load_agent_state(sid)
+            assert MARKERS["tool"] in steps[1].arguments  # type: ignore[attr-defined]
+            assert (await repo.get_state(sid)).data == {"insights": [MARKERS["zone"]]}
+            (delta,) = await repo.get_deltas(sid)
+            assert delta.actor_id == MARKERS["identity"]
+            assert delta.action.params == {"q": MARKERS["delta"]}
+            assert (await repo.get_person(user_id)).value == {"facts": [MARKERS["fact"]]}
+            (output,) = await repo.get_phase_outputs(sid)
+            assert (output.system_prompt, output.output) == (MARKERS["prompt"], MARKERS["output"])
+            found = await repo.find_user(MARKERS["identity"])
+            assert found is not None and found.id == user_id
+            raw = await stored_bytes(repo, database_url, since)
         assert b"data.insights" in raw  # what stays clear is there: the scan sees the rows
         for name, marker in MARKERS.items():
             assert marker.encode() not in raw, f"{name} is stored readable"
@@ -134,6 +134,29 @@ async def test_nothing_personal_is_stored_readable(database_url: str) -> None:
             assert marker.encode() not in key_bytes
     finally:
         await repo.aclose()
+
+
+@pytest.mark.postgres
+async def test_the_wal_scanned_is_all_of_it_though_checkpoints_recycle_segments(
+    postgres_url: str,
+) -> None:
+    # The scan above reads the WAL written since the test began. A checkpoint (the
+    # scan's own, another test's, the server's) recycles the segments before it: they
+    # were skipped unread, so a word written there went unseen, or vanished mid-read.
+    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
+    try:
+        async with wal_kept(repo) as since, raw_sql(repo) as conn:
+            emit = text("SELECT pg_logical_emit_message(false, 'coach', :words)")
+            await conn.execute(emit, {"words": "written in the first segment"})
+            await conn.execute(text("SELECT pg_switch_wal()"))
+            await conn.execute(emit, {"words": "written in the next"})
+            await conn.commit()
+            await conn.execute(text("CHECKPOINT"))
+            raw = await stored_bytes(repo, postgres_url, since)
+    finally:
+        await repo.aclose()
+    assert b"written in the first segment" in raw
+    assert b"written in the next" in raw
 
 
 async def test_a_copy_taken_before_an_erase_cannot_be_read_for_that_person(
