@@ -8,6 +8,7 @@ import random
 import sys
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,11 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
 from coach.errors import StaleWrite
-from coach.persistence import Repository, open_repository
+from coach.persistence import Repository
 from coach.persistence.driver import lock_sessions
 from coach.state import DeltaSpec
 from coach.store import AddMessage, AppendSteps, UpdateSession
-from tests.support import MEMORY_SECRET, NOT_IN_MEMORY, append_steps, key_env, keys_of, raw_sql
+from tests.support import NOT_IN_MEMORY, append_steps, key_env, raw_sql
 
 WRITER = Path(__file__).with_name("_writer.py")
 
@@ -151,47 +152,43 @@ async def test_two_processes_write_one_session(database_url: str, repo: Reposito
 
 @pytest.mark.postgres
 async def test_a_batch_over_several_sessions_locks_them_as_an_update_would(
-    postgres_url: str,
+    postgres_url: str, open_repo: Callable[..., Awaitable[Repository]]
 ) -> None:
     # A batch's claims are one UPDATE, whose row locks the database takes in its own
     # order; so the rows are locked first, in id order, as strongly as an UPDATE locks
     # them and no more: another writer of those sessions waits, and a message of one of
     # them (whose foreign key takes a key-share lock of the session) does not.
-    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
-    try:
-        a, b = sorted([await _session(repo), await _session(repo)])
-        async with raw_sql(repo, begin=True) as holder, raw_sql(repo) as prober:
-            await holder.run_sync(lambda conn: lock_sessions(conn, [a, b]))
-            await asyncio.wait_for(repo.write_batch([AddMessage(a, "user", "heard")]), 60)
-            for sid in (a, b):
-                with pytest.raises(DBAPIError, match="could not obtain lock"):
-                    await prober.execute(
-                        text("SELECT 1 FROM sessions WHERE id = :id FOR NO KEY UPDATE NOWAIT"),
-                        {"id": uuid.UUID(sid)},
-                    )
-                await prober.rollback()
-        assert [m.content for m in await repo.get_session_conversation(a)] == ["heard"]
-    finally:
-        await repo.aclose()
+    repo = await open_repo(postgres_url)
+    a, b = sorted([await _session(repo), await _session(repo)])
+    async with raw_sql(repo, begin=True) as holder, raw_sql(repo) as prober:
+        await holder.run_sync(lambda conn: lock_sessions(conn, [a, b]))
+        await asyncio.wait_for(repo.write_batch([AddMessage(a, "user", "heard")]), 60)
+        for sid in (a, b):
+            with pytest.raises(DBAPIError, match="could not obtain lock"):
+                await prober.execute(
+                    text("SELECT 1 FROM sessions WHERE id = :id FOR NO KEY UPDATE NOWAIT"),
+                    {"id": uuid.UUID(sid)},
+                )
+            await prober.rollback()
+    assert [m.content for m in await repo.get_session_conversation(a)] == ["heard"]
 
 
 @pytest.mark.postgres
-async def test_a_batch_locks_its_sessions_in_id_order_before_it_claims(postgres_url: str) -> None:
-    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
+async def test_a_batch_locks_its_sessions_in_id_order_before_it_claims(
+    postgres_url: str, open_repo: Callable[..., Awaitable[Repository]]
+) -> None:
+    repo = await open_repo(postgres_url)
     seen: list[tuple[str, Any]] = []
 
     def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
         if "sessions" in statement.split("WHERE")[0]:
             seen.append((statement.split()[0], params))
 
-    try:
-        a, b = sorted([await _session(repo), await _session(repo)])
-        event.listen(repo.database.sync_engine, "before_cursor_execute", record)
-        await repo.write_batch([AppendSteps(b, 0, ("b",)), AppendSteps(a, 0, ("a",))])
-        await repo.write_batch([AppendSteps(a, 1, ("a again",))])
-        event.remove(repo.database.sync_engine, "before_cursor_execute", record)
-    finally:
-        await repo.aclose()
+    a, b = sorted([await _session(repo), await _session(repo)])
+    event.listen(repo.database.sync_engine, "before_cursor_execute", record)
+    await repo.write_batch([AppendSteps(b, 0, ("b",)), AppendSteps(a, 0, ("a",))])
+    await repo.write_batch([AppendSteps(a, 1, ("a again",))])
+    event.remove(repo.database.sync_engine, "before_cursor_execute", record)
     locked = [uuid.UUID(a), uuid.UUID(b)]
     assert [(verb, [uuid.UUID(str(i)) for i in params[0]]) for verb, params in seen] == [
         ("SELECT", locked),  # both rows, in id order, before either is written
@@ -202,41 +199,33 @@ async def test_a_batch_locks_its_sessions_in_id_order_before_it_claims(postgres_
 
 @pytest.mark.postgres
 async def test_writers_of_the_same_sessions_in_opposite_orders_never_deadlock(
-    postgres_url: str,
+    postgres_url: str, open_repo: Callable[..., Awaitable[Repository]]
 ) -> None:
     # A batch's claims are one UPDATE, whose row locks PostgreSQL takes in an order of its
     # own. Without the batch's sessions locked first, in id order, these two writers
     # deadlocked in 13 of the 40 rounds: PostgreSQL breaks each after a second and the
     # retry hides it from the caller, but the database counts it.
-    keys = keys_of(postgres_url)
-    first = await open_repository(postgres_url, **keys, secret=MEMORY_SECRET)
-    second = await open_repository(postgres_url, **keys, secret=MEMORY_SECRET)
+    first, second = await open_repo(postgres_url), await open_repo(postgres_url)
     rounds, sessions = 40, [await _session(first) for _ in range(12)]
-    try:
-        for n in range(rounds):
-            order = random.Random(n).sample(sessions, len(sessions))
+    for n in range(rounds):
+        order = random.Random(n).sample(sessions, len(sessions))
 
-            async def write(repo: Repository, order: list[str], n: int = n) -> bool:
-                ops: list[Any] = [AppendSteps(sid, n, (f"{n} {sid}",)) for sid in order]
-                ops += [UpdateSession(sid, {"current_agent": "strategist"}) for sid in order[::4]]
-                try:
-                    await repo.write_batch(ops)
-                except StaleWrite:
-                    return False
-                return True
+        async def write(repo: Repository, order: list[str], n: int = n) -> bool:
+            ops: list[Any] = [AppendSteps(sid, n, (f"{n} {sid}",)) for sid in order]
+            ops += [UpdateSession(sid, {"current_agent": "strategist"}) for sid in order[::4]]
+            try:
+                await repo.write_batch(ops)
+            except StaleWrite:
+                return False
+            return True
 
-            won = await asyncio.wait_for(
-                asyncio.gather(write(first, order), write(second, order[::-1])), 60
-            )
-            assert sorted(won) == [False, True], n  # one claims the round, the other is told
-    finally:
-        await first.aclose()
-        await second.aclose()  # a backend's counters reach the database when it exits
+        won = await asyncio.wait_for(
+            asyncio.gather(write(first, order), write(second, order[::-1])), 60
+        )
+        assert sorted(won) == [False, True], n  # one claims the round, the other is told
+    assert {await first.agent_step_count(sid) for sid in sessions} == {rounds}
+    await first.aclose()
+    await second.aclose()  # a backend's counters reach the database when it exits
     async with raw_sql(first) as conn:
         counted = text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
         assert (await conn.execute(counted)).scalar() == 0
-    check = await open_repository(postgres_url, **keys, secret=MEMORY_SECRET)
-    try:
-        assert {await check.agent_step_count(sid) for sid in sessions} == {rounds}
-    finally:
-        await check.aclose()

@@ -138,23 +138,20 @@ async def test_nothing_personal_is_stored_readable(database_url: str) -> None:
 
 @pytest.mark.postgres
 async def test_the_wal_scanned_is_all_of_it_though_checkpoints_recycle_segments(
-    postgres_url: str,
+    postgres_url: str, open_repo: Callable[..., Awaitable[Repository]]
 ) -> None:
     # The scan above reads the WAL written since the test began. A checkpoint (the
     # scan's own, another test's, the server's) recycles the segments before it: they
     # were skipped unread, so a word written there went unseen, or vanished mid-read.
-    repo = await open_repository(postgres_url, **keys_of(postgres_url), secret=MEMORY_SECRET)
-    try:
-        async with wal_kept(repo) as since, raw_sql(repo) as conn:
-            emit = text("SELECT pg_logical_emit_message(false, 'coach', :words)")
-            await conn.execute(emit, {"words": "written in the first segment"})
-            await conn.execute(text("SELECT pg_switch_wal()"))
-            await conn.execute(emit, {"words": "written in the next"})
-            await conn.commit()
-            await conn.execute(text("CHECKPOINT"))
-            raw = await stored_bytes(repo, postgres_url, since)
-    finally:
-        await repo.aclose()
+    repo = await open_repo(postgres_url)
+    async with wal_kept(repo) as since, raw_sql(repo) as conn:
+        emit = text("SELECT pg_logical_emit_message(false, 'coach', :words)")
+        await conn.execute(emit, {"words": "written in the first segment"})
+        await conn.execute(text("SELECT pg_switch_wal()"))
+        await conn.execute(emit, {"words": "written in the next"})
+        await conn.commit()
+        await conn.execute(text("CHECKPOINT"))
+        raw = await stored_bytes(repo, postgres_url, since)
     assert b"written in the first segment" in raw
     assert b"written in the next" in raw
 
