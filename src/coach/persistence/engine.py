@@ -307,8 +307,8 @@ class Database:
             (``None``: unbounded, for migrations). (A SQLite call is bounded by
             ``busy_timeout_ms``: its thread cannot be stopped, so it is never abandoned
             while it may still commit.)
-        foreign_keys: Enforce SQLite's foreign keys; migrations turn them off (see
-            :func:`create_engine`).
+        foreign_keys: Enforce SQLite's foreign keys; migrations turn them off
+            (:func:`~.migrate.tooling_database`).
     """
 
     def __init__(

@@ -139,11 +139,11 @@ def _user_ids(connection: Connection) -> list[str]:
 
 def tooling_database(url: str | URL) -> Database:
     """A connection of its own for a migration or a check (coach's, or Alembic's own
-    command line through ``migrations/env.py``): unbounded in time (a
-    migration may take long), and with SQLite's foreign keys off (SQLite asks for a
-    table rebuilt by copying, and dropping the old one would cascade). On SQLite it runs
-    in a thread over the sqlite3 driver, without SQLAlchemy's asyncio extension: the
-    commands that open the database start faster."""
+    command line through ``migrations/env.py``): unbounded in time (a migration may take
+    long), and with SQLite's foreign keys off (SQLite asks for a table rebuilt by
+    copying, and dropping the old one would cascade). On SQLite it runs in a thread over
+    the sqlite3 driver, without SQLAlchemy's asyncio extension: the commands that open
+    the database start faster."""
     return Database(
         require_shared(url), pool_size=1, max_overflow=0, timeout=None, foreign_keys=False
     )

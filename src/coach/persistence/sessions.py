@@ -180,9 +180,8 @@ def claim_memory(conn: Connection, claims: Mapping[str, tuple[int, int]]) -> Non
         SessionNotFound: There is no such session (the first, in id order).
         StaleWrite: A ``start`` is not the stored step count (another writer got there).
     """
-    ordered = sorted(claims)
-    failed = claim_steps(conn, [(sid, claims[sid][0], sum(claims[sid])) for sid in ordered])
-    for sid in failed:
+    ordered = [(sid, start, start + count) for sid, (start, count) in sorted(claims.items())]
+    for sid in claim_steps(conn, ordered):
         stored = stored_count(conn, sid)
         if stored is None:
             raise SessionNotFound(sid)
