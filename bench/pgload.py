@@ -14,11 +14,18 @@ warm-up) and run:
   from enqueue to the return of the ``write_batch`` that committed it is recorded. The
   latency is taken from when the op was *due*, so a late loop counts against recording
   (and from the actual enqueue, for comparison).
+
+Next to each flat-out run, two more from the same processes on the same rows: **raw**
+asyncpg writing them in the recorder's batches (encoded before the start), and the
+**floor**: coach's ``Recorder`` over raw's writer (:class:`~bench.rawrows.RawStore`:
+each batch encoded, signed and sealed as coach does it, then raw's statements), what
+coach's recorder would reach with no storage layer of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import queue
 import statistics
@@ -35,7 +42,8 @@ RAW_BATCH = 100
 
 
 class TimedStore:
-    """A store that notes when each op's batch committed (wraps the repository)."""
+    """A store that notes when each op's batch committed (wraps the repository, or
+    raw's writer)."""
 
     def __init__(self, repo: Any) -> None:
         self._repo = repo
@@ -82,14 +90,25 @@ async def _work(
     from .text import turns
 
     repo = await open_repository(url, **coach_keys(url), secret=SECRET)
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(repo.aclose)
         user = await repo.get_or_create_user(f"bench-{mode}-{index}-{time.time_ns()}")
         ids = [(await repo.create_session(user.id, "challenge")).id for _ in range(sessions)]
         count = int(amount * rate) if mode == "paced" else int(amount)
         texts = turns(100 + index, count // 2 + 26)
         messages = [m for t in texts for m in (t.user, t.assistant)]
         items = [i for t in texts for i in chat_items(t)]
-        store = TimedStore(repo)
+        if mode == "floor":
+            from coach.persistence.codec import StepCodec
+
+            from .rawrows import RawAsyncpg, RawStore
+
+            raw = RawAsyncpg(url.replace("postgresql+asyncpg://", "postgresql://", 1))
+            await raw.open()
+            stack.push_async_callback(raw.aclose)
+            store = TimedStore(RawStore(raw, StepCodec(SECRET)))
+        else:
+            store = TimedStore(repo)
         recorder = Recorder(store)
         recorder.start()
         next_step = dict.fromkeys(ids, 0)
@@ -119,7 +138,7 @@ async def _work(
         warm = recorder.stats().batches
         barrier.wait()
         start = time.monotonic()
-        if mode == "flat":
+        if mode in ("flat", "floor"):
             for k in range(50, 50 + count):
                 submit(k, None)
                 if recorder.saturated:
@@ -147,8 +166,6 @@ async def _work(
             store.from_due,
             store.from_submit,
         )
-    finally:
-        await repo.aclose()
 
 
 async def _raw(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
@@ -242,6 +259,8 @@ class LoadResult:
     rate: float
     raw: list[list[WorkerResult]] = field(default_factory=list)
     """Raw asyncpg writing the same rows, flat out, each run next to a flat-out run."""
+    floor: list[list[WorkerResult]] = field(default_factory=list)
+    """coach's recorder over raw's writer, flat out, each run next to a flat-out run."""
 
     @staticmethod
     def throughput(run: list[WorkerResult]) -> float:
@@ -264,13 +283,13 @@ async def section_load(
         await repo.aclose()
         loop = asyncio.get_running_loop()
         for rep in range(reps):
-            modes = ("flat", "raw", "paced") if rep % 2 == 0 else ("paced", "raw", "flat")
-            for mode in modes:
-                if mode in ("flat", "raw"):
+            modes = ("flat", "raw", "floor", "paced")
+            for mode in modes if rep % 2 == 0 else modes[::-1]:
+                if mode != "paced":
                     run = await loop.run_in_executor(
                         None, run_processes, url, processes, sessions, mode, messages, 0.0
                     )
-                    (result.flat if mode == "flat" else result.raw).append(run)
+                    getattr(result, mode).append(run)
                     rate_now = LoadResult.throughput(run)
                     log(f"  [5] rep {rep + 1} {mode} out: {rate_now:,.0f} msg/s")
                 else:
@@ -348,11 +367,11 @@ def load_report(r: LoadResult) -> str:
     )
 
 
-def raw_ratios(r: LoadResult) -> list[float]:
-    """coach's flat-out throughput over raw asyncpg's, run by run (same rep)."""
+def raw_ratios(r: LoadResult, runs: list[list[WorkerResult]] | None = None) -> list[float]:
+    """coach's flat-out throughput (or ``runs``') over raw asyncpg's, rep by rep."""
     return [
         LoadResult.throughput(a) / LoadResult.throughput(b)
-        for a, b in zip(r.flat, r.raw, strict=False)
+        for a, b in zip(r.flat if runs is None else runs, r.raw, strict=False)
     ]
 
 
@@ -363,6 +382,28 @@ def raw_report(r: LoadResult) -> str:
     ratios = raw_ratios(r)
     mid = statistics.median(ratios)
     rates = [LoadResult.throughput(run) for run in r.raw]
+    rows = [
+        [
+            f"raw asyncpg, {RAW_BATCH} ops per transaction",
+            f"{statistics.median(rates):,.0f}",
+            ", ".join(f"{x:,.0f}" for x in rates),
+            f"**{mid:.2f}×** ({min(ratios):.2f}–{max(ratios):.2f})",
+            f"{verdict(mid >= 0.6)} (≥ 0.6×)",
+        ]
+    ]
+    if r.floor:
+        floors = raw_ratios(r, r.floor)
+        rates = [LoadResult.throughput(run) for run in r.floor]
+        rows.append(
+            [
+                "floor: coach's recorder over raw asyncpg's writer",
+                f"{statistics.median(rates):,.0f}",
+                ", ".join(f"{x:,.0f}" for x in rates),
+                f"floor / raw {statistics.median(floors):.2f}× "
+                f"({min(floors):.2f}–{max(floors):.2f})",
+                "the floor is below it" if statistics.median(floors) < 0.6 else "–",
+            ]
+        )
     return table(
         [
             "writer (flat out, same processes and rows)",
@@ -371,13 +412,5 @@ def raw_report(r: LoadResult) -> str:
             "coach / raw (median of reps, range)",
             "target",
         ],
-        [
-            [
-                f"raw asyncpg, {RAW_BATCH} ops per transaction",
-                f"{statistics.median(rates):,.0f}",
-                ", ".join(f"{x:,.0f}" for x in rates),
-                f"**{mid:.2f}×** ({min(ratios):.2f}–{max(ratios):.2f})",
-                f"{verdict(mid >= 0.6)} (≥ 0.6×)",
-            ]
-        ],
+        rows,
     )

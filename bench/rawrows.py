@@ -33,7 +33,7 @@ from coach.persistence.crypto import Sealer, new_data_key
 from coach.persistence.memory import encode_rows, message_text
 from coach.store import AddMessage, AppendSteps
 
-__all__ = ["RawAsyncpg", "RawBatch", "RawSQLite", "raw_batches"]
+__all__ = ["RawAsyncpg", "RawBatch", "RawSQLite", "RawStore", "raw_batches"]
 
 
 @dataclass
@@ -238,3 +238,24 @@ class RawAsyncpg:
         if self.conn is not None:
             await self.conn.close()
             self.conn = None
+
+
+class RawStore:
+    """Raw's writer behind coach's ``Recorder``: each batch the recorder commits is
+    turned into coach's rows (:func:`raw_batches`: grouped, encoded, signed, sealed, as
+    ``write_batch`` does) and written by ``raw``. Nothing of coach's storage layer runs:
+    what it costs is the floor under coach's recorder — its queue, the encoding and a
+    hand-written writer's statements, which any recorder of coach's rows pays."""
+
+    def __init__(
+        self, raw: RawSQLite | RawAsyncpg, codec: StepCodec, sealer: Sealer | None = None
+    ) -> None:
+        self._raw = raw
+        self._codec = codec
+        self._sealer = sealer or Sealer("raw", new_data_key())
+        """The sessions' owner's (for rows coach reads back); default: a random key."""
+
+    async def write_batch(self, ops: Sequence[object]) -> None:
+        """Encode ``ops`` as one batch and write it."""
+        for rows in raw_batches(ops, self._codec, len(ops), self._sealer):
+            await self._raw.write(rows)

@@ -17,12 +17,17 @@ Issue 25's target: recorder CPU per message ≤ 2× raw, on SQLite and on Postgr
   each batch the same rows coach stores (:mod:`bench.rawrows`; encoded and signed before
   the timer), one transaction per batch: stdlib ``sqlite3`` in one worker thread, or
   ``asyncpg`` on the loop.
+* **floor** — coach's ``Recorder`` over raw's writer (:class:`bench.rawrows.RawStore`):
+  the same queue and batches, each batch encoded, signed and sealed as coach does it,
+  then raw's statements. Nothing of coach's storage layer runs, so no change to it can
+  bring coach below this figure: when the floor over raw is above the target, the
+  target cannot be met by the storage layer.
 
 Workloads: one session of ``--turns`` turns, and ``--sessions`` sessions sharing the
 same number of turns round-robin (as concurrent conversations interleave). Every figure
 is **process CPU of all threads** (``time.process_time``); garbage is collected before
 each run (outside the timing) and the collections a run causes count. A round runs
-coach and raw once each, in alternating order; the ratio is the median over rounds of
+coach, raw and the floor once each, in an order that rotates; the ratio is the median over rounds of
 coach's CPU per message over raw's in the same round (range in brackets). PostgreSQL's
 own CPU (the server process) is not in either figure.
 """
@@ -46,13 +51,14 @@ from coach.persistence.codec import StepCodec
 
 from .backends import SECRET, turn_ops
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
-from .rawrows import RawAsyncpg, RawSQLite, raw_batches
+from .rawrows import RawAsyncpg, RawSQLite, RawStore, raw_batches
 from .text import turns
 
 COMMAND = "python -m bench.recorder_cpu"
 BATCH = 100
 """The recorder's ``max_batch`` (its default), and so the raw writers' batch."""
 TARGET = 2.0
+KINDS = ("coach", "raw", "floor")
 
 
 @dataclass
@@ -69,6 +75,8 @@ class RecorderCpu:
     encode_cpu: list[float] = field(default_factory=list)
     """CPU per message of turning the ops into raw rows (encoding, signing): not in raw."""
     ops_per_commit: list[float] = field(default_factory=list)
+    floor_cpu: list[float] = field(default_factory=list)
+    """CPU per message of coach's recorder over raw's writer (:class:`RawStore`)."""
 
     @property
     def name(self) -> str:
@@ -79,6 +87,11 @@ class RecorderCpu:
     def ratios(self) -> list[float]:
         """coach / raw CPU per message, per round."""
         return [a / b for a, b in zip(self.coach_cpu, self.raw_cpu, strict=True)]
+
+    @property
+    def floor_ratios(self) -> list[float]:
+        """The floor / raw CPU per message, per round."""
+        return [a / b for a, b in zip(self.floor_cpu, self.raw_cpu, strict=True)]
 
 
 def workload(sessions: Sequence[str], texts_per: int, seed: int) -> list[Any]:
@@ -175,9 +188,16 @@ async def _sqlite_round(
     raw = RawSQLite(path)
     await raw.open()
     try:
+        if kind == "floor":
+            return await record(RawStore(raw, StepCodec(SECRET)), ops)
         return await write_raw(raw, ops)
     finally:
         await raw.aclose()
+
+
+def _order(n: int) -> tuple[str, ...]:
+    """Round ``n``'s order of the three writers (each first in turn)."""
+    return KINDS[n % 3 :] + KINDS[: n % 3]
 
 
 async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
@@ -185,10 +205,10 @@ async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
     result = RecorderCpu(db, sessions, per)
     if db == "sqlite":
         with sqlite_dir() as directory:
-            for kind in ("coach", "raw"):
+            for kind in KINDS:
                 await _sqlite_round(kind, directory, 2, 10, -1)
             for n in range(rounds):
-                for kind in ("coach", "raw") if n % 2 == 0 else ("raw", "coach"):
+                for kind in _order(n):
                     _add(result, kind, await _sqlite_round(kind, directory, sessions, per, n))
                 _log(result)
         return result
@@ -196,10 +216,14 @@ async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
         raw = RawAsyncpg(dsn)
         await raw.open()
         try:
+            floor = RawStore(raw, StepCodec(SECRET))
             for n in range(-1, rounds):
-                for kind in ("coach", "raw") if n % 2 == 0 else ("raw", "coach"):
+                for kind in _order(n):
                     ops = workload(await new_sessions(repo, sessions), per, seed=n)
-                    found = await (record(repo, ops) if kind == "coach" else write_raw(raw, ops))
+                    if kind == "raw":
+                        found = await write_raw(raw, ops)
+                    else:
+                        found = await record(repo if kind == "coach" else floor, ops)
                     if n >= 0:
                         _add(result, kind, found)
                 if n >= 0:
@@ -215,6 +239,8 @@ def _add(result: RecorderCpu, kind: str, found: tuple[float, ...]) -> None:
         result.coach_cpu.append(found[0] / messages)
         result.coach_wall.append(found[1] / messages)
         result.ops_per_commit.append(found[2])
+    elif kind == "floor":
+        result.floor_cpu.append(found[0] / messages)
     else:
         result.raw_cpu.append(found[0] / messages)
         result.raw_wall.append(found[1] / messages)
@@ -222,12 +248,12 @@ def _add(result: RecorderCpu, kind: str, found: tuple[float, ...]) -> None:
 
 
 def _log(result: RecorderCpu) -> None:
-    done = min(len(result.coach_cpu), len(result.raw_cpu))
+    done = min(len(result.coach_cpu), len(result.raw_cpu), len(result.floor_cpu))
     if done:
         print(
             f"  [recorder cpu] {result.db} {result.name} round {done}: coach "
             f"{result.coach_cpu[done - 1] * 1e6:.0f} µs, raw {result.raw_cpu[done - 1] * 1e6:.0f}"
-            " µs per message",
+            f" µs, floor {result.floor_cpu[done - 1] * 1e6:.0f} µs per message",
             flush=True,
         )
 
@@ -236,8 +262,9 @@ def report(results: Sequence[RecorderCpu]) -> str:
     """The table and the verdicts."""
     rows = []
     for r in results:
-        ratios = r.ratios
-        mid = statistics.median(ratios)
+        ratios, floors = r.ratios, r.floor_ratios
+        mid, floor = statistics.median(ratios), statistics.median(floors)
+        above = "; the floor is above it" if floor > TARGET else ""
         rows.append(
             [
                 r.db,
@@ -246,10 +273,12 @@ def report(results: Sequence[RecorderCpu]) -> str:
                 f"{statistics.median(r.raw_cpu) * 1e6:.0f}",
                 f"{statistics.median(r.encode_cpu) * 1e6:.0f}",
                 f"**{mid:.2f}×** ({min(ratios):.2f}–{max(ratios):.2f})",
+                f"{statistics.median(r.floor_cpu) * 1e6:.0f}",
+                f"{floor:.2f}× ({min(floors):.2f}–{max(floors):.2f})",
                 f"{statistics.median(r.coach_wall) * 1e6:.0f} / "
                 f"{statistics.median(r.raw_wall) * 1e6:.0f}",
                 f"{statistics.median(r.ops_per_commit):.0f} / {BATCH}",
-                f"{verdict(mid <= TARGET)} (≤ {TARGET:g}×)",
+                f"{verdict(mid <= TARGET)} (≤ {TARGET:g}×){above}",
             ]
         )
     return table(
@@ -260,6 +289,8 @@ def report(results: Sequence[RecorderCpu]) -> str:
             "raw, same rows: CPU per message (µs)",
             "encoding and signing them, not in raw (µs)",
             "coach / raw (median of rounds, range)",
+            "floor: coach's recorder over raw's writer, CPU per message (µs)",
+            "floor / raw (median of rounds, range)",
             "wall per message, coach / raw (µs)",
             "ops per commit, coach / raw",
             "target",

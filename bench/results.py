@@ -234,6 +234,18 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
             "–",
         ]
     )
+    floors = [(f"{rec.db} {rec.name}", rec.floor_ratios) for rec in r.recorder]
+    floors.append(("4 processes PG", raw_ratios(r.load, r.load.floor)))
+    for where, found in floors:
+        if found:
+            rows.append(
+                [
+                    f"floor: coach's recorder over raw's writer / raw, {where}",
+                    f"{statistics.median(found):.2f}× ({min(found):.2f}–{max(found):.2f})",
+                    "–",
+                    "–",
+                ]
+            )
     for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
         mid, low, high = _ratio(batches, ss.WORK, ss.PEER)
         rows.append(

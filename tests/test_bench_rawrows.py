@@ -5,15 +5,17 @@
 it, with no timing: what a raw writer stored, coach's repository reads back as the
 conversation and as memory steps whose signatures verify — including a step whose
 message fell into the previous batch (its text then stays in the step, as coach does).
+The floor (coach's ``Recorder`` over a raw writer, :class:`RawStore`) stores them too.
 """
 
 from __future__ import annotations
 
 import pytest
-from bench.rawrows import RawAsyncpg, RawSQLite, raw_batches
+from bench.rawrows import RawAsyncpg, RawSQLite, RawStore, raw_batches
 from livekit.agents import llm
 from sqlalchemy.engine import make_url
 
+from coach.conversation.recorder import Recorder
 from coach.persistence import Repository
 from coach.persistence.codec import StepCodec
 from coach.store import AddMessage, AppendSteps
@@ -79,3 +81,46 @@ async def test_raw_asyncpg_rows_read_back_as_coach_s(postgres_url: str, open_rep
     finally:
         await raw.aclose()
     await _check(repo, sessions, 3)
+
+
+async def _record(raw: RawSQLite | RawAsyncpg, repo: Repository, ops: list[object]) -> None:
+    """``ops`` through a recorder over ``raw`` (its batches cut a turn in two)."""
+    user = (await repo.get_session(ops[0].session_id)).user_id  # type: ignore[attr-defined, union-attr]
+    store = RawStore(raw, StepCodec(MEMORY_SECRET), await repo.vault.sealer(user))
+    recorder = Recorder(store, max_batch=4)  # type: ignore[arg-type]
+    recorder.start()
+    for op in ops:
+        recorder.submit(op)  # type: ignore[arg-type]
+    await recorder.flush()
+    stats = recorder.stats()
+    await recorder.aclose()
+    assert (stats.written, stats.errors, stats.batches) == (len(ops), 0, len(ops) // 4)
+
+
+async def test_the_floor_s_rows_read_back_as_coach_s(sqlite_url: str, open_repo: object) -> None:
+    repo: Repository = await open_repo(sqlite_url)  # type: ignore[operator]
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    raw = RawSQLite(make_url(sqlite_url).database)  # type: ignore[arg-type]
+    await raw.open()
+    try:
+        await _record(raw, repo, _ops(sessions, 4))
+    finally:
+        await raw.aclose()
+    await _check(repo, sessions, 4)
+
+
+@pytest.mark.postgres
+async def test_the_floor_s_rows_read_back_as_coach_s_on_postgres(
+    postgres_url: str, open_repo: object
+) -> None:
+    repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    raw = RawAsyncpg(make_url(postgres_url).set(drivername="postgresql").render_as_string(False))
+    await raw.open()
+    try:
+        await _record(raw, repo, _ops(sessions, 4))
+    finally:
+        await raw.aclose()
+    await _check(repo, sessions, 4)
