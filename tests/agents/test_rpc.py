@@ -17,6 +17,8 @@ from livekit.agents.voice.run_result import RunResult
 from coach.agents import DesignEvaluator, DesignStrategist
 from coach.conversation.runtime import Runtime
 from coach.conversation.userdata import UserData
+from coach.state import person
+from coach.state.zones import DeltaSpec
 from coach.surfaces.rpc import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, METHODS, invoke, register_all
 from coach.testing import ScriptedLLM, say
 from coach.testing.paced_llm import PacedLLM, tool_call
@@ -401,6 +403,30 @@ async def test_resume_hands_the_live_conversation_to_the_agent_that_continues(
         session.userdata, "coach.resume_session", {"session_id": session_id}, session=session
     )
     assert again.code == 409
+    await session.aclose()
+
+
+async def test_a_resume_before_identification_knows_who_is_talking(runtime: Runtime) -> None:
+    """The lookup at the greeting failed (the database was away), so the live conversation
+    knows its caller's identity but not who they are: the resume identifies them, and the
+    agent that takes over knows their name and what they agreed coach may remember."""
+    session_id = await new_session_with_phases(runtime, OWNER, 1)
+    user = await runtime.store.get_or_create_user(OWNER)
+    value, _ = person.remember(person.empty_person(), "role", "leads a design team of four")
+    spec = DeltaSpec(trigger="user_query", source="llm", delta_type="add", path="person.facts")
+    await runtime.store.update_person(user.id, dict(value), spec, expected_step=0)
+    model = ScriptedLLM([say("Welcome!"), say("Here is where we were.")])
+    session = await start(runtime, model, identity=OWNER)
+    session.userdata.clear_person()  # what a failed lookup at the greeting leaves
+    await call(
+        session.userdata, "coach.resume_session", {"session_id": session_id}, session=session
+    )
+    assert session.userdata.user_id == user.id
+    assert session.userdata.user_name == user.display_name
+    assert session.userdata.person == value
+    assert [s.id for s in session.userdata.past_sessions] == [session_id]
+    told = session.current_agent.sent_instructions  # type: ignore[attr-defined]
+    assert "(not known yet)" not in told and "leads a design team of four" in told
     await session.aclose()
 
 

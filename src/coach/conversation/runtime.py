@@ -158,13 +158,8 @@ class Runtime:
         found = await self.store.find_room_session(user.id, room) if user is not None else None
         if user is None or found is None:
             return self.first_agent(userdata)
-        userdata.user_id = user.id
-        userdata.user_name = userdata.user_name or user.display_name
-        # What the conversation may search or load from (as the coach would have listed
-        # it), and what is remembered of the person: read before the agent is made, whose
-        # instructions hold them.
-        userdata.past_sessions = tuple(await self.store.get_user_sessions(user.id, limit=LISTED))
-        await userdata.load_person()
+        # Read before the agent is made, whose instructions hold them.
+        await userdata.identify(user, listed=LISTED)
         try:
             resumed = await resume_into(userdata, found.id, current=llm.ChatContext.empty())
         except (ResumeError, SavingBehind) as exc:

@@ -34,6 +34,7 @@ from ..store import (
     SessionRecord,
     Store,
     UpdateSession,
+    UserRecord,
 )
 from .live_state import LiveState
 from .recorder import Recorder
@@ -236,6 +237,16 @@ class UserData:
         return render_brief(given, max_tokens=self.brief_max_tokens)
 
     # --- the person ----------------------------------------------------------------
+
+    async def identify(self, user: UserRecord, *, listed: int) -> None:
+        """Who is talking is ``user``, known before they said their name (a room's
+        participant): their id, their name (unless one is known), their newest
+        ``listed`` sessions (what the conversation may search or load from) and what they
+        agreed coach may remember."""
+        self.user_id = user.id
+        self.user_name = self.user_name or user.display_name
+        self.past_sessions = tuple(await self.store.get_user_sessions(user.id, limit=listed))
+        await self.load_person()
 
     async def load_person(self) -> None:
         """Read what the identified user agreed coach may remember."""

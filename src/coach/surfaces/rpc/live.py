@@ -5,6 +5,7 @@ from __future__ import annotations
 from livekit import rtc
 from livekit.agents import AgentSession, llm
 
+from ...agents.coach import LISTED
 from ...agents.restore import BranchPoint, Resumed, resume_into
 from ...conversation.live_state import action_id
 from ...conversation.userdata import UserData
@@ -27,7 +28,7 @@ from .contract import (
     ResumeSessionRequest,
     ResumeSessionResponse,
 )
-from .registry import Call, method, owned_session
+from .registry import Call, caller_record, method, owned_session
 
 
 @method("coach.resume_session", ResumeSessionRequest, ResumeSessionResponse)
@@ -86,8 +87,11 @@ async def _hand_over(
     branch: BranchPoint | None = None,
 ) -> Resumed:
     """Load the caller's session ``found`` (or branch it) and swap the live conversation's
-    agent for the one that continues it."""
-    call.userdata.user_id = found.user_id
+    agent for the one that continues it. A caller not identified yet (the lookup at the
+    greeting failed) is identified first: the agent that takes over knows their name and
+    what they agreed coach may remember."""
+    if call.userdata.user_id != found.user_id:
+        await call.userdata.identify(await caller_record(call), listed=LISTED)
     resumed = await resume_into(call.userdata, found.id, current=current, branch=branch)
     session.update_agent(resumed.agent)
     return resumed
