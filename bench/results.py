@@ -247,6 +247,16 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
                 ]
             )
     for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
+        mid, low, high = _ratio(batches, ss.FLOOR, ss.PEER)
+        rows.append(
+            [
+                f"floor in {what}: raw sqlite3 and coach's own work / SQLiteSession",
+                f"{mid:.2f}× ({low:.2f}–{high:.2f})",
+                "–",
+                "–",
+            ]
+        )
+    for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
         mid, low, high = _ratio(batches, ss.WORK, ss.PEER)
         rows.append(
             [

@@ -28,6 +28,12 @@ What is compared (issue 25's targets):
   fields sealed; per read, the window's 50 messages and the steps opened (AES-GCM),
   verified (HMAC) and unpickled, from rows read before the timer. The floor under
   coach's figure that no change to the database layer can remove.
+* **floor: raw sqlite3 and coach's own work, in one call** (both sections): the two
+  above as one store — per turn, the batch planned and sealed, then raw's statements
+  on those rows; per read, raw reads what ``resume_session`` reads (the session, its
+  outputs, the window, the steps from the window's oldest message on, the state: one
+  transaction) and coach's own work opens it. coach without its storage layer: when
+  this is above a target, no change to that layer can meet it.
 
 Every figure is **process CPU** (``time.process_time``: all threads — the loop and the
 database threads), per turn or per read, for one store's batch of a round; a round runs
@@ -79,6 +85,11 @@ SEED = "coach seed API"
 RESUME = "coach resume_session"
 PEER = AgentsSQLiteBackend.label
 RAW = "raw sqlite3 (coach's rows)"
+FLOOR = "floor: raw sqlite3 and coach's own work, in one call"
+"""Per turn: the batch planned and sealed as ``write_batch`` does (:data:`WORK`), then
+raw's statements; per read: raw's window and steps, then opened, verified and unpickled
+as ``resume_session`` does. coach without its storage layer: no change to that layer can
+bring coach below it."""
 WORK = "coach's own work, no database"
 """Per turn: what coach does besides SQL — the ops checked, the steps pickled and signed,
 every personal field sealed; per read: the window's messages and the steps opened,
@@ -165,7 +176,14 @@ class RawCoachRows:
 
     async def write_turn(self, turn: Turn, prepared: tuple[int, list[tuple[Any, ...]]]) -> None:
         """Claim, two messages, two steps, commit: one hand-off."""
-        start, steps = prepared
+        said = [("user", turn.user), ("assistant", turn.assistant)]
+        await self.write_rows(prepared[0], said, prepared[1])
+
+    async def write_rows(
+        self, start: int, said: Sequence[tuple[str, object]], steps: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """The session's claim, messages ``(role, content)`` and step rows (each linked
+        to its message, in order), then commit: one hand-off."""
         now = datetime.now(UTC).replace(tzinfo=None).isoformat(" ")
 
         def unit() -> None:
@@ -174,11 +192,11 @@ class RawCoachRows:
             conn.execute("BEGIN IMMEDIATE")
             claimed = conn.execute(
                 "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?",
-                (start + 2, self.session_id, start),
+                (start + len(steps), self.session_id, start),
             ).rowcount
             assert claimed == 1
             ids = []
-            for role, text in (("user", turn.user), ("assistant", turn.assistant)):
+            for role, text in said:
                 cursor = conn.execute(
                     "INSERT INTO session_conversations (session_id, phase_id, role, content, "
                     "interrupted, created_at) VALUES (?, NULL, ?, ?, 0, ?)",
@@ -231,17 +249,34 @@ class RawCoachRows:
         result: int = await self._call(unit)
         return result
 
-    async def resume_rows(self, max_pairs: int = 25) -> tuple[list[Any], list[Any], int]:
+    async def resume_rows(
+        self, max_pairs: int = 25, first: int | None = None
+    ) -> tuple[list[Any], list[Any], int]:
         """The window's messages ``(id, role, content, created_at)``, the steps from the
-        oldest of them on (with their message's sealed text) and the stored step count."""
+        oldest of them on (with their message's sealed text) and the stored step count.
+        ``first``, the first of those steps when known: the steps are read by position,
+        in one transaction with the session's phase outputs and state, as
+        ``resume_session`` reads them (:data:`FLOOR`)."""
         sid = self.session_id
+        since = (
+            "?" if first is not None else
+            "(SELECT min(seq) FROM agent_steps WHERE session_id = ? AND message_id >= ?)"
+        )  # fmt: skip
 
         def unit() -> tuple[list[Any], list[Any], int]:
             conn = self.conn
             assert conn is not None
+            if first is not None:
+                conn.execute("BEGIN")
             (count,) = conn.execute(
                 "SELECT memory_steps FROM sessions WHERE id = ?", (sid,)
             ).fetchone()
+            if first is not None:
+                conn.execute(
+                    "SELECT * FROM phase_outputs WHERE session_id = ? ORDER BY created_at, id",
+                    (sid,),
+                ).fetchall()
+                conn.execute("SELECT * FROM session_state WHERE session_id = ?", (sid,)).fetchall()
             window = conn.execute(
                 "SELECT id, role, content, created_at FROM session_conversations "
                 "WHERE session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
@@ -251,10 +286,11 @@ class RawCoachRows:
                 "SELECT s.seq, s.codec, s.version, s.signature, s.payload, c.id, c.content, "
                 "c.created_at, c.role FROM agent_steps s "
                 "LEFT JOIN session_conversations c ON c.id = s.message_id "
-                "WHERE s.session_id = ? AND s.seq >= (SELECT min(seq) FROM agent_steps "
-                "WHERE session_id = ? AND message_id >= ?) ORDER BY s.seq",
-                (sid, sid, min(row[0] for row in window)),
+                f"WHERE s.session_id = ? AND s.seq >= {since} ORDER BY s.seq",
+                (sid, first) if first is not None else (sid, sid, min(row[0] for row in window)),
             ).fetchall()
+            if first is not None:
+                conn.execute("COMMIT")
             return window, [_StepRow(*row) for row in steps], int(count)
 
         found: tuple[list[Any], list[Any], int] = await self._call(unit)
@@ -305,11 +341,32 @@ async def write_round(label: str, texts: Sequence[Turn]) -> Batch:
         await coach.aclose()
         raw = RawCoachRows(directory / "r.db")
         await raw.open(handle.id)
-        rows = [raw.rows(2 * n, t) for n, t in enumerate(texts)]
         try:
+            if label == FLOOR:
+                return await measured(len(texts), floor_writes(raw, texts))
+            rows = [raw.rows(2 * n, t) for n, t in enumerate(texts)]
             return await measured(len(texts), lambda n: raw.write_turn(texts[n], rows[n]))
         finally:
             await raw.aclose()
+
+
+def floor_writes(raw: RawCoachRows, texts: Sequence[Turn]) -> Callable[[int], Awaitable[None]]:
+    """:data:`FLOOR` for ``texts``: turn ``n`` planned and sealed as :func:`encoding_round`
+    does it, then written by ``raw``."""
+    codec, sealer, sid = StepCodec(SECRET), Sealer("0" * 32, new_data_key()), raw.session_id
+    batches = [turn_ops(sid, 2 * n, t) for n, t in enumerate(texts)]
+    columns = ("session_id", "seq", "codec", "version", "signature", "payload")
+
+    async def write(n: int) -> None:
+        plan = Plan.of(batches[n], codec, utcnow)
+        said = [
+            (row["role"], sealer.seal_row("session_conversations", row)["content"])
+            for row in plan.messages
+        ]
+        steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
+        await raw.write_rows(2 * n, said, [tuple(row[c] for c in columns) for row in steps])
+
+    return write
 
 
 async def encoding_round(texts: Sequence[Turn]) -> Batch:
@@ -330,7 +387,7 @@ async def encoding_round(texts: Sequence[Turn]) -> Batch:
 
 async def section_writes(rounds: int, count: int) -> dict[str, list[Batch]]:
     """``rounds`` rounds of every store writing ``count`` turns (after one warm-up)."""
-    labels = (COACH, SEED, PEER, RAW, WORK)
+    labels = (COACH, SEED, PEER, RAW, WORK, FLOOR)
     texts = turns(1, count)
     for label in labels:
         await write_round(label, texts[:20])
@@ -363,6 +420,7 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
             PEER: lambda _n: peer.read_window(session),
             RAW: lambda _n: raw.read_resume(),
             WORK: lambda _n: decode(),
+            FLOOR: lambda _n: decode(read=True),
         }
         try:
             for read in readers.values():  # warm-up: statement caches, first connections
@@ -392,18 +450,21 @@ class _StepRow(NamedTuple):
     message_role: str | None
 
 
-async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[[], Awaitable[int]]:
+async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[..., Awaitable[int]]:
     """:data:`WORK` for a resume: the window's 50 messages and the steps from the oldest
     of them on, read once (by ``raw``), then — each call — opened, verified and unpickled
-    with coach's own functions, as ``resume_session`` does after its SQL."""
+    with coach's own functions, as ``resume_session`` does after its SQL. With
+    ``read=True`` (:data:`FLOOR`) each call reads them again first."""
     sid = raw.session_id
     sealer = await coach.repo.vault.sealer(coach.user_id)
     assert sealer is not None
-    window, steps, stored = await raw.resume_rows()
-    first = steps[0].seq if steps else stored
+    once = await raw.resume_rows()
     codec = StepCodec(SECRET)
 
-    async def decode() -> int:
+    async def decode(read: bool = False) -> int:
+        at = once[1][0].seq if once[1] else once[2]
+        window, steps, stored = await raw.resume_rows(first=at) if read else once
+        first = steps[0].seq if steps else stored
         known = {
             message_id: open_content(sealer, sid, utc(at), role, content)
             for message_id, role, content, at in window
