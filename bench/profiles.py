@@ -25,10 +25,13 @@ asyncpg, the ``sqlite3`` module's C calls, asyncio, pickle/hmac, the rest). cPro
 fixed cost to every Python call, so the shares lean towards code made of many small
 Python calls (SQLAlchemy's) and away from C: read them as an order, not as timings.
 
-Then, without any profiler, a one-turn ``write_batch`` part by part (``--parts-rounds``
-rounds of ``--parts-turns`` of each part, process CPU of all threads): a thread
-hand-off alone, an empty unit of work, ``Plan.of``, ``Plan.apply`` timed inside its
-unit, the whole call — and what the whole leaves over once the parts are taken out.
+Then, without any profiler, a one-turn write layer by layer (``--parts-rounds`` rounds
+of ``--parts-turns`` turns of each layer, in an order that rotates, process CPU of all
+threads): the floor — the turn planned and sealed as coach does it, written by raw
+sqlite3 on a thread of its own —, the same statements in coach's unit of work
+(``Database.run``), ``Plan.apply`` instead of them, and the whole ``write_batch``; each
+layer's cost is what it adds to the one under it. A thread hand-off alone gives the
+scale.
 """
 
 from __future__ import annotations
@@ -50,12 +53,12 @@ from typing import Any
 
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
-from coach.persistence.engine import driver_sql
 from coach.persistence.schema import utcnow
 
 from .backends import SECRET, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
 from .recorder_cpu import new_sessions, pg_repo, record, workload
+from .storage_speed import RawCoachRows
 from .text import Turn, turns
 
 COMMAND = "python -m bench.profiles"
@@ -254,96 +257,150 @@ async def profile_recorder(count: int, top: int) -> ProfileResult:
     return summarise("recorder, flat out", 2 * count, "message", found, top)
 
 
-# --- a turn, part by part, without the profiler -------------------------------------------
+# --- a turn, layer by layer, without the profiler ------------------------------------------
 
-HAND_OFF = "a thread hand-off alone (a no-op on a worker thread; the peer and raw pay one)"
-EMPTY_UNIT = "an empty unit: `Database.run` (hand-off, SQLAlchemy connection, BEGIN, COMMIT)"
-PLAN = "`Plan.of` on the loop: the ops checked, two memory steps pickled and signed"
-APPLY = "`Plan.apply` in the unit: four fields sealed, the claim and two INSERTs"
-COMMIT = "the `COMMIT` of those rows (sqlite3 writing the WAL)"
-WHOLE = "the whole `write_batch`"
-REST = "the rest: the whole less the empty unit, `Plan.of`, `Plan.apply` and the `COMMIT`"
+HAND_OFF = "for scale: a thread hand-off alone (a no-op on a worker thread; every store pays one)"
+FLOOR = (
+    "the floor: the turn planned and sealed on the loop (`Plan.of`, `seal_row`), then raw "
+    "sqlite3's claim, two INSERTs and COMMIT on a thread of its own"
+)
+UNIT = (
+    "+ coach's unit of work: the same statements in a `Database.run` (SQLAlchemy's "
+    "connection and transaction, the retry)"
+)
+APPLY = (
+    "+ `Plan.apply` instead of the hand-written statements (sealing, bind processors, "
+    "the driver's cursor)"
+)
+WHOLE = "+ the repository: the whole `write_batch`"
+LAYERS = (FLOOR, UNIT, APPLY, WHOLE)
+_STEP_COLUMNS = ("session_id", "seq", "codec", "version", "signature", "payload")
 
 
 @dataclass(frozen=True)
 class TurnParts:
-    """CPU per one-turn ``write_batch`` and per part of it (µs), one list per part, one
-    value per round."""
+    """CPU per one-turn write (µs) of each layer, one value per round."""
 
     turns: int
     parts: dict[str, list[float]]
 
 
 async def turn_parts(rounds: int, count: int) -> TurnParts:
-    """Each round, ``count`` of each part, back to back in one process (process CPU of
-    all threads, a collection before each part): where a turn's CPU goes, with no
-    profiler's overhead on every Python call."""
-    parts: dict[str, list[float]] = {
-        k: [] for k in (HAND_OFF, EMPTY_UNIT, PLAN, APPLY, COMMIT, WHOLE)
-    }
-    texts = turns(4, 2 * rounds * count)
-    codec = StepCodec(SECRET)
+    """Each round, ``count`` turns of each layer — from coach without its storage layer
+    up to the whole ``write_batch``, one layer added at a time — in an order that
+    rotates (process CPU of all threads, a collection before each): what each layer of
+    coach's write path costs, with no profiler's overhead on every Python call."""
+    parts: dict[str, list[float]] = {k: [] for k in (HAND_OFF, *LAYERS)}
+    texts = turns(4, rounds * count)
     with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
-        handle = await _prepared(directory / "t.db")
         coach = CoachBackend(sqlite_url(directory / "t.db"))
         await coach.open()
-        db, sid = coach.repo.database, handle.id
-        sealers = {sid: await coach.repo.vault.sealer(coach.user_id)}
-        loop, stored = asyncio.get_running_loop(), 0
+        repo, loop = coach.repo, asyncio.get_running_loop()
+        sessions = {layer: (await coach.new_session(layer)).id for layer in LAYERS}
+        raw = RawCoachRows(directory / "t.db")
+        await raw.open(sessions[FLOOR])
+        sealer = await repo.vault.sealer(coach.user_id)
+        codec, stored = StepCodec(SECRET), dict.fromkeys(LAYERS, 0)
 
-        ops = [turn_ops(sid, 2 * n, t) for n, t in enumerate(texts)]  # before any timer
+        def planned(layer: str, n: int) -> Plan:
+            sid, start = sessions[layer], stored[layer]
+            stored[layer] += 2
+            return Plan.of(turn_ops(sid, start, texts[n]), codec, utcnow)
 
-        def unit(plan: Plan) -> tuple[float, float]:
-            """A unit as :class:`Database` runs it, with ``Plan.apply`` and ``COMMIT`` timed."""
-            with db.sync_engine.connect() as conn:
-                transaction = conn.begin()
-                driver_sql(conn, "BEGIN IMMEDIATE")
-                start = time.thread_time()
-                plan.apply(conn, sealers)
-                applied = time.thread_time()
-                transaction.commit()
-                return applied - start, time.thread_time() - applied
+        async def floor(n: int) -> None:
+            plan = planned(FLOOR, n)
+            said = [
+                (row["role"], sealer.seal_row("session_conversations", row)["content"])
+                for row in plan.messages
+            ]
+            steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
+            rows = [tuple(row[c] for c in _STEP_COLUMNS) for row in steps]
+            await raw.write_rows(stored[FLOOR] - 2, said, rows)
 
-        async def timed(part: str, run: Callable[[int], Awaitable[object]], first: int = 0) -> None:
-            gc.collect()
-            start = time.process_time()
-            for n in range(first, first + count):
-                await run(n)
-            parts[part].append((time.process_time() - start) / count * 1e6)
+        async def unit(n: int) -> None:
+            plan, sid = planned(UNIT, n), sessions[UNIT]
+            said = [sealer.seal_row("session_conversations", row) for row in plan.messages]
+            steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
+            start, at = stored[UNIT] - 2, plan.now.replace(tzinfo=None).isoformat(" ")
 
+            def statements(conn: Any) -> None:
+                db = conn.connection.dbapi_connection
+                claim = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?"
+                if db.execute(claim, (start + 2, sid, start)).rowcount != 1:
+                    raise RuntimeError("stale claim")
+                insert = (
+                    "INSERT INTO session_conversations (session_id, phase_id, role, content, "
+                    "interrupted, created_at) VALUES (?, NULL, ?, ?, 0, ?)"
+                )
+                ids = [
+                    db.execute(insert, (sid, m["role"], m["content"], at)).lastrowid for m in said
+                ]
+                db.executemany(
+                    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, "
+                    "payload, message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(*(r[c] for c in _STEP_COLUMNS), ids[i]) for i, r in enumerate(steps)],
+                )
+
+            await repo.database.run(statements, write=True, what="bench")
+
+        async def apply(n: int) -> None:
+            plan = planned(APPLY, n)
+            sealers = {sessions[APPLY]: sealer}
+            await repo.database.run(
+                lambda conn: plan.apply(conn, sealers), write=True, what="bench"
+            )
+
+        async def whole(n: int) -> None:
+            sid, start = sessions[WHOLE], stored[WHOLE]
+            stored[WHOLE] += 2
+            await repo.write_batch(turn_ops(sid, start, texts[n]))
+
+        runs: dict[str, Callable[[int], Awaitable[object]]] = {
+            HAND_OFF: lambda _n: loop.run_in_executor(thread, lambda: None),
+            FLOOR: floor,
+            UNIT: unit,
+            APPLY: apply,
+            WHOLE: whole,
+        }
         try:
-            for _ in range(rounds):
-                await timed(HAND_OFF, lambda _n: loop.run_in_executor(thread, lambda: None))
-                await timed(EMPTY_UNIT, lambda _n: db.run(lambda _c: None, write=True, what="-"))
-                gc.collect()
-                start = time.process_time()
-                plans = [Plan.of(ops[stored + n], codec, utcnow) for n in range(count)]
-                parts[PLAN].append((time.process_time() - start) / count * 1e6)
-                timings = [await loop.run_in_executor(thread, unit, p) for p in plans]
-                parts[APPLY].append(sum(a for a, _ in timings) / count * 1e6)
-                parts[COMMIT].append(sum(c for _, c in timings) / count * 1e6)
-                stored += count
-                await timed(WHOLE, lambda n: coach.repo.write_batch(ops[n]), stored)
-                stored += count
+            for r in range(rounds):
+                for part in list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]:
+                    gc.collect()
+                    start = time.process_time()
+                    for n in range(r * count, (r + 1) * count):
+                        await runs[part](n)
+                    parts[part].append((time.process_time() - start) / count * 1e6)
         finally:
+            await raw.aclose()
             await coach.aclose()
     return TurnParts(count, parts)
 
 
 def parts_report(r: TurnParts) -> str:
-    """The parts' medians, and what the whole leaves over."""
-    mid = {part: statistics.median(values) for part, values in r.parts.items()}
-    rounds = len(r.parts[WHOLE])
-    rest = [
-        whole - empty - plan - apply - commit
-        for whole, empty, plan, apply, commit in zip(
-            *(r.parts[k] for k in (WHOLE, EMPTY_UNIT, PLAN, APPLY, COMMIT)), strict=True
+    """Each layer's CPU per turn and what it adds to the layer under it (median of the
+    rounds' differences)."""
+    rows = []
+    for part, values in r.parts.items():
+        below = r.parts[LAYERS[LAYERS.index(part) - 1]] if part in LAYERS[1:] else None
+        added = "–"
+        if below is not None:
+            steps = [a - b for a, b in zip(values, below, strict=True)]
+            added = f"{statistics.median(steps):+.0f} ({min(steps):+.0f} to {max(steps):+.0f})"
+        rows.append(
+            [
+                part,
+                f"{statistics.median(values):.0f}",
+                f"{min(values):.0f}–{max(values):.0f}",
+                added,
+            ]
         )
+    rounds = len(r.parts[WHOLE])
+    header = [
+        f"a one-turn write, layer by layer ({rounds} rounds × {r.turns:,})",
+        "CPU µs, median",
+        "range",
+        "added by the layer, µs (median of rounds, range)",
     ]
-    rows = [[part, f"{mid[part]:.0f}", f"{min(v):.0f}–{max(v):.0f}"] for part, v in r.parts.items()]
-    rows.append([REST, f"{statistics.median(rest):.0f}", f"{min(rest):.0f}–{max(rest):.0f}"])
-    header = [f"part of a one-turn write_batch ({rounds} rounds × {r.turns:,})",
-              "CPU µs, median", "range"]  # fmt: skip
     return table(header, rows)
 
 
@@ -390,8 +447,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-reads", type=int, default=200, help="resumes profiled (200)")
     parser.add_argument("--recorder-turns", type=int, default=1000, help="turns recorded")
     parser.add_argument("--top", type=int, default=12, help="functions listed per profile")
-    parser.add_argument("--parts-rounds", type=int, default=7, help="rounds of turn parts (7)")
-    parser.add_argument("--parts-turns", type=int, default=500, help="turns per part (500)")
+    parser.add_argument(
+        "--parts-rounds", type=int, default=11, help="rounds of the turn's layers (11)"
+    )
+    parser.add_argument(
+        "--parts-turns", type=int, default=400, help="turns per layer and round (400)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

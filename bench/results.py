@@ -79,8 +79,8 @@ class Sizes:
     profile_writes: int = 500
     profile_reads: int = 200
     profile_recorder: int = 1000
-    parts_rounds: int = 7
-    parts_turns: int = 500
+    parts_rounds: int = 11
+    parts_turns: int = 400
     startup_pairs: int = 5
 
 
@@ -140,7 +140,7 @@ async def collect(z: Sizes) -> Results:
     found = await profiles.run(
         z.profile_writes, z.resume_turns, z.profile_reads, z.profile_recorder, 12
     )
-    _log("a turn, part by part")
+    _log("a turn, layer by layer")
     parts = await profiles.turn_parts(z.parts_rounds, z.parts_turns)
     _log("start-up (fresh processes)")
     startup = await asyncio.to_thread(_startup, z.startup_pairs)
@@ -350,7 +350,7 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         "",
         profiles.report(r.profiles),
         "",
-        "### A turn written, part by part (SQLite, no profiler, CPU of all threads)",
+        "### A turn written, layer by layer (SQLite, no profiler, CPU of all threads)",
         "",
         profiles.parts_report(r.parts),
         "",
