@@ -215,57 +215,25 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         ]
         for b in bars(r)
     ]
+
+    def plain(label: str, mid: float, low: float, high: float) -> None:
+        rows.append([label, f"{mid:.2f}× ({low:.2f}–{high:.2f})", "–", "–"])
+
     for label, peer in ((ss.COACH, ss.RAW), (ss.SEED, ss.RAW)):
-        mid, low, high = _ratio(r.writes, label, peer)
-        rows.append(
-            [
-                f"{label} / raw sqlite3 (coach's rows)",
-                f"{mid:.2f}× ({low:.2f}–{high:.2f})",
-                "–",
-                "–",
-            ]
-        )
-    mid, low, high = _ratio(r.resume, ss.RESUME, ss.RAW)
-    rows.append(
-        [
-            "live resume / raw sqlite3 (the same rows)",
-            f"{mid:.2f}× ({low:.2f}–{high:.2f})",
-            "–",
-            "–",
-        ]
-    )
+        plain(f"{label} / raw sqlite3 (coach's rows)", *_ratio(r.writes, label, peer))
+    plain("live resume / raw sqlite3 (the same rows)", *_ratio(r.resume, ss.RESUME, ss.RAW))
     floors = [(f"{rec.db} {rec.name}", rec.floor_ratios) for rec in r.recorder]
     floors.append(("4 processes PG", raw_ratios(r.load, r.load.floor)))
     for where, found in floors:
         if found:
-            rows.append(
-                [
-                    f"floor: coach's recorder over raw's writer / raw, {where}",
-                    f"{statistics.median(found):.2f}× ({min(found):.2f}–{max(found):.2f})",
-                    "–",
-                    "–",
-                ]
-            )
+            label = f"floor: coach's recorder over raw's writer / raw, {where}"
+            plain(label, statistics.median(found), min(found), max(found))
     for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
-        mid, low, high = _ratio(batches, ss.FLOOR, ss.PEER)
-        rows.append(
-            [
-                f"floor in {what}: raw sqlite3 and coach's own work / SQLiteSession",
-                f"{mid:.2f}× ({low:.2f}–{high:.2f})",
-                "–",
-                "–",
-            ]
-        )
+        label = f"floor in {what}: raw sqlite3 and coach's own work / SQLiteSession"
+        plain(label, *_ratio(batches, ss.FLOOR, ss.PEER))
     for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
-        mid, low, high = _ratio(batches, ss.WORK, ss.PEER)
-        rows.append(
-            [
-                f"coach's own work in {what}, no database / SQLiteSession's whole {what[2:]}",
-                f"{mid:.2f}× ({low:.2f}–{high:.2f})",
-                "–",
-                "–",
-            ]
-        )
+        label = f"coach's own work in {what}, no database / SQLiteSession's whole {what[2:]}"
+        plain(label, *_ratio(batches, ss.WORK, ss.PEER))
     rows.append(
         [
             f"`pool_pre_ping` round trips per PG transaction ({r.pings[1].count})",

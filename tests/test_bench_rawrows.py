@@ -83,31 +83,31 @@ async def test_raw_asyncpg_rows_read_back_as_coach_s(postgres_url: str, open_rep
     await _check(repo, sessions, 3)
 
 
-async def _record(raw: RawSQLite | RawAsyncpg, repo: Repository, ops: list[object]) -> None:
-    """``ops`` through a recorder over ``raw`` (its batches cut a turn in two)."""
-    user = (await repo.get_session(ops[0].session_id)).user_id  # type: ignore[attr-defined, union-attr]
-    store = RawStore(raw, StepCodec(MEMORY_SECRET), await repo.vault.sealer(user))
+async def _floor(raw: RawSQLite | RawAsyncpg, repo: Repository) -> None:
+    """Four turns of two sessions through a recorder over ``raw`` (its batches of four
+    ops cut turns in two), read back by coach."""
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    ops = _ops(sessions, 4)
+    store = RawStore(raw, StepCodec(MEMORY_SECRET), await repo.vault.sealer(user.id))
     recorder = Recorder(store, max_batch=4)  # type: ignore[arg-type]
-    recorder.start()
-    for op in ops:
-        recorder.submit(op)  # type: ignore[arg-type]
-    await recorder.flush()
-    stats = recorder.stats()
-    await recorder.aclose()
+    await raw.open()
+    try:
+        recorder.start()
+        for op in ops:
+            recorder.submit(op)  # type: ignore[arg-type]
+        await recorder.flush()
+        stats = recorder.stats()
+        await recorder.aclose()
+    finally:
+        await raw.aclose()
     assert (stats.written, stats.errors, stats.batches) == (len(ops), 0, len(ops) // 4)
+    await _check(repo, sessions, 4)
 
 
 async def test_the_floor_s_rows_read_back_as_coach_s(sqlite_url: str, open_repo: object) -> None:
     repo: Repository = await open_repo(sqlite_url)  # type: ignore[operator]
-    user = await repo.get_or_create_user("raw")
-    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
-    raw = RawSQLite(make_url(sqlite_url).database)  # type: ignore[arg-type]
-    await raw.open()
-    try:
-        await _record(raw, repo, _ops(sessions, 4))
-    finally:
-        await raw.aclose()
-    await _check(repo, sessions, 4)
+    await _floor(RawSQLite(make_url(sqlite_url).database), repo)  # type: ignore[arg-type]
 
 
 @pytest.mark.postgres
@@ -115,12 +115,5 @@ async def test_the_floor_s_rows_read_back_as_coach_s_on_postgres(
     postgres_url: str, open_repo: object
 ) -> None:
     repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
-    user = await repo.get_or_create_user("raw")
-    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
-    raw = RawAsyncpg(make_url(postgres_url).set(drivername="postgresql").render_as_string(False))
-    await raw.open()
-    try:
-        await _record(raw, repo, _ops(sessions, 4))
-    finally:
-        await raw.aclose()
-    await _check(repo, sessions, 4)
+    dsn = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    await _floor(RawAsyncpg(dsn), repo)
