@@ -58,7 +58,7 @@ from coach.persistence.schema import utcnow
 from .backends import SECRET, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
 from .recorder_cpu import new_sessions, pg_repo, record, workload
-from .storage_speed import RawCoachRows
+from .storage_speed import STEP_COLUMNS, RawCoachRows
 from .text import Turn, turns
 
 COMMAND = "python -m bench.profiles"
@@ -274,7 +274,6 @@ APPLY = (
 )
 WHOLE = "+ the repository: the whole `write_batch`"
 LAYERS = (FLOOR, UNIT, APPLY, WHOLE)
-_STEP_COLUMNS = ("session_id", "seq", "codec", "version", "signature", "payload")
 
 
 @dataclass(frozen=True)
@@ -314,7 +313,7 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
                 for row in plan.messages
             ]
             steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
-            rows = [tuple(row[c] for c in _STEP_COLUMNS) for row in steps]
+            rows = [tuple(row[c] for c in STEP_COLUMNS) for row in steps]
             await raw.write_rows(stored[FLOOR] - 2, said, rows)
 
         async def unit(n: int) -> None:
@@ -338,7 +337,7 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
                 db.executemany(
                     "INSERT INTO agent_steps (session_id, seq, codec, version, signature, "
                     "payload, message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(*(r[c] for c in _STEP_COLUMNS), ids[i]) for i, r in enumerate(steps)],
+                    [(*(r[c] for c in STEP_COLUMNS), ids[i]) for i, r in enumerate(steps)],
                 )
 
             await repo.database.run(statements, write=True, what="bench")

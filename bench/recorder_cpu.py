@@ -27,9 +27,9 @@ Workloads: one session of ``--turns`` turns, and ``--sessions`` sessions sharing
 same number of turns round-robin (as concurrent conversations interleave). Every figure
 is **process CPU of all threads** (``time.process_time``); garbage is collected before
 each run (outside the timing) and the collections a run causes count. A round runs
-coach, raw and the floor once each, in an order that rotates; the ratio is the median over rounds of
-coach's CPU per message over raw's in the same round (range in brackets). PostgreSQL's
-own CPU (the server process) is not in either figure.
+coach, raw and the floor once each, in an order that rotates; a ratio is the median
+over rounds of coach's (or the floor's) CPU per message over raw's in the same round
+(range in brackets). PostgreSQL's own CPU (the server process) is in none of them.
 """
 
 from __future__ import annotations
@@ -201,7 +201,8 @@ def _order(n: int) -> tuple[str, ...]:
 
 
 async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
-    """``rounds`` paired rounds of coach's recorder and raw on ``db`` (after a warm-up)."""
+    """``rounds`` rounds of coach's recorder, raw and the floor on ``db`` (after a
+    warm-up)."""
     result = RecorderCpu(db, sessions, per)
     if db == "sqlite":
         with sqlite_dir() as directory:

@@ -87,9 +87,11 @@ PEER = AgentsSQLiteBackend.label
 RAW = "raw sqlite3 (coach's rows)"
 FLOOR = "floor: raw sqlite3 and coach's own work, in one call"
 """Per turn: the batch planned and sealed as ``write_batch`` does (:data:`WORK`), then
-raw's statements; per read: raw's window and steps, then opened, verified and unpickled
-as ``resume_session`` does. coach without its storage layer: no change to that layer can
-bring coach below it."""
+raw's statements; per read: what ``resume_session`` reads, read by raw in one
+transaction, then opened, verified and unpickled as ``resume_session`` does. coach
+without its storage layer: no change to that layer can bring coach below it."""
+STEP_COLUMNS = ("session_id", "seq", "codec", "version", "signature", "payload")
+"""A step row's columns as raw writes them (its message's id follows)."""
 WORK = "coach's own work, no database"
 """Per turn: what coach does besides SQL — the ops checked, the steps pickled and signed,
 every personal field sealed; per read: the window's messages and the steps opened,
@@ -355,7 +357,6 @@ def floor_writes(raw: RawCoachRows, texts: Sequence[Turn]) -> Callable[[int], Aw
     does it, then written by ``raw``."""
     codec, sealer, sid = StepCodec(SECRET), Sealer("0" * 32, new_data_key()), raw.session_id
     batches = [turn_ops(sid, 2 * n, t) for n, t in enumerate(texts)]
-    columns = ("session_id", "seq", "codec", "version", "signature", "payload")
 
     async def write(n: int) -> None:
         plan = Plan.of(batches[n], codec, utcnow)
@@ -364,7 +365,7 @@ def floor_writes(raw: RawCoachRows, texts: Sequence[Turn]) -> Callable[[int], Aw
             for row in plan.messages
         ]
         steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
-        await raw.write_rows(2 * n, said, [tuple(row[c] for c in columns) for row in steps])
+        await raw.write_rows(2 * n, said, [tuple(row[c] for c in STEP_COLUMNS) for row in steps])
 
     return write
 
