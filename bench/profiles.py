@@ -58,7 +58,7 @@ from coach.persistence.schema import utcnow
 from .backends import SECRET, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
 from .recorder_cpu import new_sessions, pg_repo, record, workload
-from .storage_speed import STEP_COLUMNS, RawCoachRows
+from .storage_speed import RawCoachRows, sealed_rows, write_turn_rows
 from .text import Turn, turns
 
 COMMAND = "python -m bench.profiles"
@@ -307,38 +307,16 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
             return Plan.of(turn_ops(sid, start, texts[n]), codec, utcnow)
 
         async def floor(n: int) -> None:
-            plan = planned(FLOOR, n)
-            said = [
-                (row["role"], sealer.seal_row("session_conversations", row)["content"])
-                for row in plan.messages
-            ]
-            steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
-            rows = [tuple(row[c] for c in STEP_COLUMNS) for row in steps]
-            await raw.write_rows(stored[FLOOR] - 2, said, rows)
+            await raw.write_plan(planned(FLOOR, n), sealer)
 
         async def unit(n: int) -> None:
             plan, sid = planned(UNIT, n), sessions[UNIT]
-            said = [sealer.seal_row("session_conversations", row) for row in plan.messages]
-            steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
-            start, at = stored[UNIT] - 2, plan.now.replace(tzinfo=None).isoformat(" ")
+            said, steps = sealed_rows(plan, sealer)
+            start, at = plan.appends[sid][0], plan.now.replace(tzinfo=None).isoformat(" ")
 
             def statements(conn: Any) -> None:
                 db = conn.connection.dbapi_connection
-                claim = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?"
-                if db.execute(claim, (start + 2, sid, start)).rowcount != 1:
-                    raise RuntimeError("stale claim")
-                insert = (
-                    "INSERT INTO session_conversations (session_id, phase_id, role, content, "
-                    "interrupted, created_at) VALUES (?, NULL, ?, ?, 0, ?)"
-                )
-                ids = [
-                    db.execute(insert, (sid, m["role"], m["content"], at)).lastrowid for m in said
-                ]
-                db.executemany(
-                    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, "
-                    "payload, message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(*(r[c] for c in STEP_COLUMNS), ids[i]) for i, r in enumerate(steps)],
-                )
+                write_turn_rows(db, sid, start, said, steps, at)
 
             await repo.database.run(statements, write=True, what="bench")
 

@@ -139,6 +139,45 @@ def rotate(labels: Sequence[str], n: int) -> list[str]:
 # --- raw sqlite3 on coach's schema -------------------------------------------------------
 
 
+def write_turn_rows(
+    conn: sqlite3.Connection,
+    session_id: str,
+    start: int,
+    said: Sequence[tuple[str, object]],
+    steps: Sequence[tuple[Any, ...]],
+    at: str,
+) -> None:
+    """In the caller's transaction: the session's claim of its steps' positions, the
+    messages ``(role, content)`` stamped ``at``, and the step rows (:data:`STEP_COLUMNS`),
+    each linked to its message, in order."""
+    claim = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?"
+    if conn.execute(claim, (start + len(steps), session_id, start)).rowcount != 1:
+        raise RuntimeError(f"stale claim of {session_id} at {start}")
+    insert = (
+        "INSERT INTO session_conversations (session_id, phase_id, role, content, "
+        "interrupted, created_at) VALUES (?, NULL, ?, ?, 0, ?)"
+    )
+    ids = [conn.execute(insert, (session_id, role, text, at)).lastrowid for role, text in said]
+    conn.executemany(
+        "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, "
+        "message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(*row, ids[n]) for n, row in enumerate(steps)],
+    )
+
+
+def sealed_rows(
+    plan: Plan, sealer: Sealer
+) -> tuple[list[tuple[str, object]], list[tuple[Any, ...]]]:
+    """A planned turn's messages ``(role, sealed content)`` and step rows
+    (:data:`STEP_COLUMNS`), sealed as ``write_batch`` seals them."""
+    said = [
+        (row["role"], sealer.seal_row("session_conversations", row)["content"])
+        for row in plan.messages
+    ]
+    steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
+    return said, [tuple(row[c] for c in STEP_COLUMNS) for row in steps]
+
+
 class RawCoachRows:
     """stdlib ``sqlite3`` in one worker thread, on a database coach migrated: coach's rows
     without coach's Python (the step bytes are encoded before the timer)."""
@@ -184,35 +223,22 @@ class RawCoachRows:
     async def write_rows(
         self, start: int, said: Sequence[tuple[str, object]], steps: Sequence[tuple[Any, ...]]
     ) -> None:
-        """The session's claim, messages ``(role, content)`` and step rows (each linked
-        to its message, in order), then commit: one hand-off."""
+        """:func:`write_turn_rows` in a transaction of its own, committed: one hand-off."""
         now = datetime.now(UTC).replace(tzinfo=None).isoformat(" ")
 
         def unit() -> None:
             conn = self.conn
             assert conn is not None
             conn.execute("BEGIN IMMEDIATE")
-            claimed = conn.execute(
-                "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?",
-                (start + len(steps), self.session_id, start),
-            ).rowcount
-            assert claimed == 1
-            ids = []
-            for role, text in said:
-                cursor = conn.execute(
-                    "INSERT INTO session_conversations (session_id, phase_id, role, content, "
-                    "interrupted, created_at) VALUES (?, NULL, ?, ?, 0, ?)",
-                    (self.session_id, role, text, now),
-                )
-                ids.append(cursor.lastrowid)
-            conn.executemany(
-                "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, "
-                "message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(*row, ids[n]) for n, row in enumerate(steps)],
-            )
+            write_turn_rows(conn, self.session_id, start, said, steps, now)
             conn.execute("COMMIT")
 
         await self._call(unit)
+
+    async def write_plan(self, plan: Plan, sealer: Sealer) -> None:
+        """A planned turn of this session, sealed (:func:`sealed_rows`), then written."""
+        said, steps = sealed_rows(plan, sealer)
+        await self.write_rows(plan.appends[self.session_id][0], said, steps)
 
     async def read_resume(self, max_pairs: int = 25, max_steps: int = 100) -> int:
         """The rows ``resume_session`` reads, undecoded: one hand-off."""
@@ -359,13 +385,7 @@ def floor_writes(raw: RawCoachRows, texts: Sequence[Turn]) -> Callable[[int], Aw
     batches = [turn_ops(sid, 2 * n, t) for n, t in enumerate(texts)]
 
     async def write(n: int) -> None:
-        plan = Plan.of(batches[n], codec, utcnow)
-        said = [
-            (row["role"], sealer.seal_row("session_conversations", row)["content"])
-            for row in plan.messages
-        ]
-        steps = [sealer.seal_row("agent_steps", row) for row in plan.step_rows]
-        await raw.write_rows(2 * n, said, [tuple(row[c] for c in STEP_COLUMNS) for row in steps])
+        await raw.write_plan(Plan.of(batches[n], codec, utcnow), sealer)
 
     return write
 
