@@ -418,6 +418,11 @@ async def test_a_resume_before_identification_knows_who_is_talking(runtime: Runt
     model = ScriptedLLM([say("Welcome!"), say("Here is where we were.")])
     session = await start(runtime, model, identity=OWNER)
     session.userdata.clear_person()  # what a failed lookup at the greeting leaves
+    greeted = asyncio.Event()  # the agent that takes over has spoken its recap
+    session.on(
+        "conversation_item_added",
+        lambda ev: greeted.set() if ev.item.text_content == "Here is where we were." else None,
+    )
     await call(
         session.userdata, "coach.resume_session", {"session_id": session_id}, session=session
     )
@@ -427,6 +432,13 @@ async def test_a_resume_before_identification_knows_who_is_talking(runtime: Runt
     assert [s.id for s in session.userdata.past_sessions] == [session_id]
     told = session.current_agent.sent_instructions  # type: ignore[attr-defined]
     assert "(not known yet)" not in told and "leads a design team of four" in told
+    # What the model is sent by the agent that took over, on its next turn.
+    await asyncio.wait_for(greeted.wait(), 30)  # a hang guard only
+    model.extend([say("Let's go on.")])
+    await session.run(user_input="Where were we?")
+    system = model.requests[-1].system_prompt
+    assert system.startswith("You are the Design Strategist")
+    assert "(not known yet)" not in system and "leads a design team of four" in system
     await session.aclose()
 
 
