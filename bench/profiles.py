@@ -28,10 +28,15 @@ Python calls (SQLAlchemy's) and away from C: read them as an order, not as timin
 Then, without any profiler, a one-turn write layer by layer (``--parts-rounds`` rounds
 of ``--parts-turns`` turns of each layer, in an order that rotates, process CPU of all
 threads): the floor — the turn planned and sealed as coach does it, written by raw
-sqlite3 on a thread of its own —, the same statements in coach's unit of work
-(``Database.run``), ``Plan.apply`` instead of them, and the whole ``write_batch``; each
-layer's cost is what it adds to the one under it. A thread hand-off alone gives the
-scale.
+sqlite3 on a thread of its own —, the same statements in SQLAlchemy's own connection and
+transaction, then in coach's unit of work (``Database.run``), ``Plan.apply`` instead of
+them, and the whole ``write_batch``; each layer's cost is what it adds to the one under
+it. A thread hand-off alone gives the scale.
+
+Last, the same ladder for a recorder's batch on PostgreSQL (``--pg-parts-turns`` turns
+of each of 50 conversations per round, in batches of 100 ops, per message): raw asyncpg
+writing coach's rows, the same statements through SQLAlchemy's asyncpg adapter, in
+``Database.run``, ``Plan.of`` and ``Plan.apply`` instead, the whole ``write_batch``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import asyncio
 import cProfile
 import gc
 import pstats
+import sqlite3
 import statistics
 import sys
 import threading
@@ -49,15 +55,31 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from sqlalchemy.engine import Connection
 
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
+from coach.persistence.engine import create_engine, driver_sql
 from coach.persistence.schema import utcnow
+from coach.store import WriteOp
 
 from .backends import SECRET, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
-from .recorder_cpu import new_sessions, pg_repo, record, workload
+from .rawrows import (
+    PG_CLAIMS,
+    PG_MESSAGES,
+    PG_STEPS,
+    RawAsyncpg,
+    RawBatch,
+    check_claims,
+    claim_args,
+    message_args,
+    raw_batches,
+    step_args,
+)
+from .recorder_cpu import BATCH, new_sessions, pg_repo, record, workload
 from .storage_speed import RawCoachRows, sealed_rows, write_turn_rows
 from .text import Turn, turns
 
@@ -264,27 +286,35 @@ FLOOR = (
     "the floor: the turn planned and sealed on the loop (`Plan.of`, `seal_row`), then raw "
     "sqlite3's claim, two INSERTs and COMMIT on a thread of its own"
 )
+SQLALCHEMY = (
+    "+ SQLAlchemy's connection and transaction: the same statements in `engine.connect()` "
+    "and `begin()` on a thread of its own, without coach's `Database.run`"
+)
 UNIT = (
-    "+ coach's unit of work: the same statements in a `Database.run` (SQLAlchemy's "
-    "connection and transaction, the retry)"
+    "+ coach's unit of work: the same statements in a `Database.run` (its thread pool, "
+    "the retry, the abandoned-caller check)"
 )
 APPLY = (
     "+ `Plan.apply` instead of the hand-written statements (sealing, bind processors, "
     "the driver's cursor)"
 )
 WHOLE = "+ the repository: the whole `write_batch`"
-LAYERS = (FLOOR, UNIT, APPLY, WHOLE)
+LAYERS = (FLOOR, SQLALCHEMY, UNIT, APPLY, WHOLE)
 
 
 @dataclass(frozen=True)
-class TurnParts:
-    """CPU per one-turn write (µs) of each layer, one value per round."""
+class Ladder:
+    """CPU (µs) per write of each layer, one value per round: each layer of
+    :attr:`layers` adds itself to the one before; other rows are for scale."""
 
-    turns: int
+    title: str
+    per_round: int
+    """Writes per layer and round."""
+    layers: tuple[str, ...]
     parts: dict[str, list[float]]
 
 
-async def turn_parts(rounds: int, count: int) -> TurnParts:
+async def turn_parts(rounds: int, count: int) -> Ladder:
     """Each round, ``count`` turns of each layer — from coach without its storage layer
     up to the whole ``write_batch``, one layer added at a time — in an order that
     rotates (process CPU of all threads, a collection before each): what each layer of
@@ -295,6 +325,7 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
         coach = CoachBackend(sqlite_url(directory / "t.db"))
         await coach.open()
         repo, loop = coach.repo, asyncio.get_running_loop()
+        engine = repo.database.sync_engine
         sessions = {layer: (await coach.new_session(layer)).id for layer in LAYERS}
         raw = RawCoachRows(directory / "t.db")
         await raw.open(sessions[FLOOR])
@@ -309,16 +340,30 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
         async def floor(n: int) -> None:
             await raw.write_plan(planned(FLOOR, n), sealer)
 
-        async def unit(n: int) -> None:
-            plan, sid = planned(UNIT, n), sessions[UNIT]
+        def statements(layer: str, n: int) -> Callable[[Connection], None]:
+            """The floor's statements for turn ``n``, on a SQLAlchemy connection."""
+            plan, sid = planned(layer, n), sessions[layer]
             said, steps = sealed_rows(plan, sealer)
             start, at = plan.appends[sid][0], plan.now.replace(tzinfo=None).isoformat(" ")
 
-            def statements(conn: Any) -> None:
-                db = conn.connection.dbapi_connection
+            def write(conn: Connection) -> None:
+                db = cast(sqlite3.Connection, conn.connection.dbapi_connection)
                 write_turn_rows(db, sid, start, said, steps, at)
 
-            await repo.database.run(statements, write=True, what="bench")
+            return write
+
+        async def bare(n: int) -> None:
+            write = statements(SQLALCHEMY, n)
+
+            def transaction() -> None:
+                with engine.connect() as conn, conn.begin():
+                    driver_sql(conn, "BEGIN IMMEDIATE")
+                    write(conn)
+
+            await loop.run_in_executor(thread, transaction)
+
+        async def unit(n: int) -> None:
+            await repo.database.run(statements(UNIT, n), write=True, what="bench")
 
         async def apply(n: int) -> None:
             plan = planned(APPLY, n)
@@ -335,6 +380,7 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
         runs: dict[str, Callable[[int], Awaitable[object]]] = {
             HAND_OFF: lambda _n: loop.run_in_executor(thread, lambda: None),
             FLOOR: floor,
+            SQLALCHEMY: bare,
             UNIT: unit,
             APPLY: apply,
             WHOLE: whole,
@@ -350,30 +396,129 @@ async def turn_parts(rounds: int, count: int) -> TurnParts:
         finally:
             await raw.aclose()
             await coach.aclose()
-    return TurnParts(count, parts)
+    return Ladder(
+        f"a one-turn write, layer by layer ({rounds} rounds × {count:,})", count, LAYERS, parts
+    )
 
 
-def parts_report(r: TurnParts) -> str:
-    """Each layer's CPU per turn and what it adds to the layer under it (median of the
+PG_FLOOR = (
+    "the floor: the batch's rows built, encoded and sealed (`raw_batches`), then raw "
+    "asyncpg's claims and two INSERTs over `unnest`, in one transaction"
+)
+PG_SQLALCHEMY = (
+    "+ SQLAlchemy's connection and transaction: the same statements through its asyncpg "
+    "adapter (`engine.connect()`, `run_sync`, `begin()`), without coach's `Database.run`"
+)
+PG_UNIT = "+ coach's unit of work: the same statements in a `Database.run` (the timeout, the retry)"
+PG_APPLY = (
+    "+ `Plan.of` and `Plan.apply` instead of the rows and statements by hand (the sessions' "
+    "lock, bind processors, a multi-row `VALUES` and a pipelined `executemany`)"
+)
+PG_LAYERS = (PG_FLOOR, PG_SQLALCHEMY, PG_UNIT, PG_APPLY, WHOLE)
+PG_SESSIONS = 50
+"""The conversations a recorder's batches interleave (as ``bench.recorder_cpu``'s 50 × 20)."""
+
+
+def _raw_statements(rows: RawBatch) -> Callable[[Connection], None]:
+    """Raw asyncpg's statements of ``rows`` (:mod:`bench.rawrows`), on a SQLAlchemy
+    connection's driver cursor."""
+
+    def write(conn: Connection) -> None:
+        updated, _ = driver_sql(conn, PG_CLAIMS, claim_args(rows))
+        check_claims(rows, f"UPDATE {updated}")
+        _, returned = driver_sql(conn, PG_MESSAGES, message_args(rows))
+        driver_sql(conn, PG_STEPS, step_args(rows, [row[0] for row in returned]))
+
+    return write
+
+
+async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
+    """Each round, ``turns`` turns of each of :data:`PG_SESSIONS` conversations
+    interleaved, written in the recorder's batches of ``BATCH`` ops by each layer — from
+    raw asyncpg writing coach's rows up to the whole ``write_batch`` — in an order that
+    rotates (process CPU, a collection before each; the server's CPU is not in it): what
+    each layer of coach's PostgreSQL write path costs per message, without the recorder
+    (the floor's and coach's alike)."""
+    parts: dict[str, list[float]] = {k: [] for k in PG_LAYERS}
+    async with pg_repo() as (repo, dsn):
+        user = await repo.get_or_create_user("bench")
+        sealer = await repo.vault.sealer(user.id)
+        codec, per = StepCodec(SECRET), PG_SESSIONS * turns * 3
+        ops = {
+            layer: workload(await new_sessions(repo, PG_SESSIONS), rounds * turns, seed=n)
+            for n, layer in enumerate(PG_LAYERS)
+        }
+        raw = RawAsyncpg(dsn)
+        await raw.open()
+        engine = create_engine(repo.database.url, pool_size=1, max_overflow=0, timeout=5)
+
+        def rows_of(batch: Sequence[WriteOp]) -> RawBatch:
+            (rows,) = raw_batches(batch, codec, len(batch), sealer)
+            return rows
+
+        async def floor(batch: Sequence[WriteOp]) -> None:
+            await raw.write(rows_of(batch))
+
+        async def bare(batch: Sequence[WriteOp]) -> None:
+            write = _raw_statements(rows_of(batch))
+
+            def transaction(conn: Connection) -> None:
+                with conn.begin():
+                    write(conn)
+
+            async with engine.connect() as conn:
+                await conn.run_sync(transaction)
+
+        async def unit(batch: Sequence[WriteOp]) -> None:
+            await repo.database.run(_raw_statements(rows_of(batch)), write=True, what="bench")
+
+        async def apply(batch: Sequence[WriteOp]) -> None:
+            plan = Plan.of(batch, codec, utcnow)
+            sealers = dict.fromkeys(plan.session_ids, sealer)
+            await repo.database.run(
+                lambda conn: plan.apply(conn, sealers), write=True, what="bench"
+            )
+
+        runs: dict[str, Callable[[Sequence[Any]], Awaitable[object]]] = {
+            PG_FLOOR: floor,
+            PG_SQLALCHEMY: bare,
+            PG_UNIT: unit,
+            PG_APPLY: apply,
+            WHOLE: repo.write_batch,
+        }
+        try:
+            for r in range(rounds):
+                for part in PG_LAYERS[r % len(runs) :] + PG_LAYERS[: r % len(runs)]:
+                    chunk = ops[part][r * per : (r + 1) * per]
+                    gc.collect()
+                    start = time.process_time()
+                    for first in range(0, per, BATCH):
+                        await runs[part](chunk[first : first + BATCH])
+                    parts[part].append((time.process_time() - start) / (per * 2 / 3) * 1e6)
+        finally:
+            await raw.aclose()
+            await engine.dispose()
+    title = (
+        f"a recorder's batch on PostgreSQL, layer by layer, per message ({rounds} rounds × "
+        f"{PG_SESSIONS} conversations × {turns} turns, batches of {BATCH} ops)"
+    )
+    return Ladder(title, per * 2 // 3, PG_LAYERS, parts)
+
+
+def parts_report(r: Ladder) -> str:
+    """Each layer's CPU per write and what it adds to the layer under it (median of the
     rounds' differences)."""
     rows = []
     for part, values in r.parts.items():
-        below = r.parts[LAYERS[LAYERS.index(part) - 1]] if part in LAYERS[1:] else None
         added = "–"
-        if below is not None:
+        if part in r.layers[1:]:
+            below = r.parts[r.layers[r.layers.index(part) - 1]]
             steps = [a - b for a, b in zip(values, below, strict=True)]
-            added = f"{statistics.median(steps):+.0f} ({min(steps):+.0f} to {max(steps):+.0f})"
-        rows.append(
-            [
-                part,
-                f"{statistics.median(values):.0f}",
-                f"{min(values):.0f}–{max(values):.0f}",
-                added,
-            ]
-        )
-    rounds = len(r.parts[WHOLE])
+            added = f"{statistics.median(steps):+.1f} ({min(steps):+.1f} to {max(steps):+.1f})"
+        median, low, high = statistics.median(values), min(values), max(values)
+        rows.append([part, f"{median:.1f}", f"{low:.1f}–{high:.1f}", added])
     header = [
-        f"a one-turn write, layer by layer ({rounds} rounds × {r.turns:,})",
+        r.title,
         "CPU µs, median",
         "range",
         "added by the layer, µs (median of rounds, range)",
@@ -430,6 +575,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--parts-turns", type=int, default=400, help="turns per layer and round (400)"
     )
+    parser.add_argument(
+        "--pg-parts-turns",
+        type=int,
+        default=20,
+        help="turns of each conversation per layer and round, PostgreSQL (20)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -440,13 +591,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"{COMMAND} --writes {a.writes} --resume-turns {a.resume_turns} --profile-reads "
         f"{a.profile_reads} --recorder-turns {a.recorder_turns} --parts-rounds "
-        f"{a.parts_rounds} --parts-turns {a.parts_turns}"
+        f"{a.parts_rounds} --parts-turns {a.parts_turns} --pg-parts-turns {a.pg_parts_turns}"
     )
     print(
         report(asyncio.run(run(a.writes, a.resume_turns, a.profile_reads, a.recorder_turns, a.top)))
     )
     print()
     print(parts_report(asyncio.run(turn_parts(a.parts_rounds, a.parts_turns))))
+    print()
+    print(parts_report(asyncio.run(batch_parts_pg(a.parts_rounds, a.pg_parts_turns))))
 
 
 if __name__ == "__main__":

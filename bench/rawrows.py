@@ -111,10 +111,6 @@ def raw_batches(
 
 
 _CLAIM = "UPDATE sessions SET memory_steps = {0} WHERE id = {1} AND memory_steps = {2}"
-_CLAIMS = (
-    "UPDATE sessions SET memory_steps = c.after FROM unnest($1::uuid[], $2::int[], $3::int[]) "
-    "AS c(id, before, after) WHERE sessions.id = c.id AND sessions.memory_steps = c.before"
-)
 _MESSAGE = (
     "INSERT INTO session_conversations (session_id, phase_id, role, content, interrupted, "
     "created_at) VALUES ({0}, NULL, {1}, {2}, false, {3})"
@@ -183,6 +179,54 @@ class RawSQLite:
         self.pool.shutdown()
 
 
+PG_CLAIMS = (
+    "UPDATE sessions SET memory_steps = c.after FROM unnest($1::uuid[], $2::int[], $3::int[]) "
+    "AS c(id, before, after) WHERE sessions.id = c.id AND sessions.memory_steps = c.before"
+)
+PG_MESSAGES = (
+    "INSERT INTO session_conversations (session_id, phase_id, role, content, interrupted, "
+    "created_at) SELECT s, NULL, r, c, false, $4 "
+    "FROM unnest($1::uuid[], $2::varchar[], $3::bytea[]) AS t(s, r, c) RETURNING id"
+)
+PG_STEPS = (
+    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, "
+    "message_id) SELECT * FROM unnest($1::uuid[], $2::int[], $3::varchar[], $4::int[], "
+    "$5::bytea[], $6::bytea[], $7::bigint[])"
+)
+"""Raw asyncpg's statements of a batch: every claim, every message (their ids returned,
+in order), every step, one statement each (:func:`claim_args`, :func:`message_args`,
+:func:`step_args` give their arguments)."""
+
+
+def claim_args(rows: RawBatch) -> tuple[list[Any], ...]:
+    """:data:`PG_CLAIMS`'s arguments: the sessions, their counts before and after."""
+    sids, befores, afters = zip(*rows.claims, strict=True)
+    return [uuid.UUID(sid) for sid in sids], list(befores), list(afters)
+
+
+def check_claims(rows: RawBatch, status: str) -> None:
+    """Raise when :data:`PG_CLAIMS` (its command ``status``) did not update every session."""
+    if status != f"UPDATE {len(rows.claims)}":
+        raise RuntimeError(f"stale claims: {status} of {len(rows.claims)}")
+
+
+def message_args(rows: RawBatch) -> tuple[object, ...]:
+    """:data:`PG_MESSAGES`'s arguments: sessions, roles, sealed contents, the time."""
+    return (
+        [uuid.UUID(m[0]) for m in rows.messages],
+        [m[1] for m in rows.messages],
+        [m[2] for m in rows.messages],
+        rows.now,
+    )
+
+
+def step_args(rows: RawBatch, ids: Sequence[int]) -> tuple[list[Any], ...]:
+    """:data:`PG_STEPS`'s arguments, by column; ``ids``: the messages' ids, in order."""
+    columns = list(zip(*rows.steps, strict=True))
+    links = [None if link is None else ids[link] for link in rows.links]
+    return [uuid.UUID(s) for s in columns[0]], *(list(c) for c in columns[1:]), links
+
+
 class RawAsyncpg:
     """One ``asyncpg`` connection on the event loop: per batch one transaction of one
     ``UPDATE`` of every session's claim, one multi-row ``INSERT ... RETURNING id`` of the
@@ -200,38 +244,14 @@ class RawAsyncpg:
         """The batch in one transaction."""
         conn = self.conn
         assert conn is not None
-        now = rows.now
         async with conn.transaction():
             if rows.claims:
-                sids, befores, afters = zip(*rows.claims, strict=True)
-                status = await conn.execute(
-                    _CLAIMS, [uuid.UUID(sid) for sid in sids], list(befores), list(afters)
-                )
-                if status != f"UPDATE {len(sids)}":
-                    raise RuntimeError(f"stale claims: {status} of {len(sids)}")
+                check_claims(rows, await conn.execute(PG_CLAIMS, *claim_args(rows)))
             ids: list[int] = []
             if rows.messages:
-                records = await conn.fetch(
-                    "INSERT INTO session_conversations (session_id, phase_id, role, content, "
-                    "interrupted, created_at) SELECT s, NULL, r, c, false, $4 "
-                    "FROM unnest($1::uuid[], $2::varchar[], $3::bytea[]) AS t(s, r, c) "
-                    "RETURNING id",
-                    [uuid.UUID(m[0]) for m in rows.messages],
-                    [m[1] for m in rows.messages],
-                    [m[2] for m in rows.messages],
-                    now,
-                )
-                ids = [r[0] for r in records]
+                ids = [r[0] for r in await conn.fetch(PG_MESSAGES, *message_args(rows))]
             if rows.steps:
-                columns = list(zip(*rows.steps, strict=True))
-                await conn.execute(
-                    "INSERT INTO agent_steps (session_id, seq, codec, version, signature, "
-                    "payload, message_id) SELECT * FROM unnest($1::uuid[], $2::int[], "
-                    "$3::varchar[], $4::int[], $5::bytea[], $6::bytea[], $7::bigint[])",
-                    [uuid.UUID(s) for s in columns[0]],
-                    *columns[1:],
-                    [None if link is None else ids[link] for link in rows.links],
-                )
+                await conn.execute(PG_STEPS, *step_args(rows, ids))
 
     async def aclose(self) -> None:
         """Close the connection."""

@@ -43,7 +43,7 @@ from .charts import Bar, ratios_chart, scaling_chart
 from .core import machine
 from .measure import table, verdict
 from .pgload import LoadResult, load_report, raw_ratios, section_load
-from .profiles import TurnParts
+from .profiles import Ladder
 
 COMMAND = "python -m bench.results"
 BEGIN, END = "<!-- bench.results: begin -->", "<!-- bench.results: end -->"
@@ -81,6 +81,7 @@ class Sizes:
     profile_recorder: int = 1000
     parts_rounds: int = 11
     parts_turns: int = 400
+    pg_parts_turns: int = 20
     startup_pairs: int = 5
 
 
@@ -92,6 +93,7 @@ QUICK = dataclasses.replace(
     profile_recorder=200,
     parts_rounds=2,
     parts_turns=100,
+    pg_parts_turns=4,
     startup_pairs=1,
 )
 
@@ -108,7 +110,8 @@ class Results:
     visit: list[visit_storage.VisitStorage]
     scaling: scaling.Scaling
     profiles: list[profiles.ProfileResult]
-    parts: TurnParts
+    parts: Ladder
+    pg_parts: Ladder
     startup: str
     """``bench.startup``'s table (markdown) and command line."""
 
@@ -142,9 +145,11 @@ async def collect(z: Sizes) -> Results:
     )
     _log("a turn, layer by layer")
     parts = await profiles.turn_parts(z.parts_rounds, z.parts_turns)
+    _log("a recorder's batch on PostgreSQL, layer by layer")
+    pg_parts = await profiles.batch_parts_pg(z.parts_rounds, z.pg_parts_turns)
     _log("start-up (fresh processes)")
     startup = await asyncio.to_thread(_startup, z.startup_pairs)
-    return Results(writes, resume, pings, rec, load, visit, scaled, found, parts, startup)
+    return Results(writes, resume, pings, rec, load, visit, scaled, found, parts, pg_parts, startup)
 
 
 def _startup(pairs: int) -> str:
@@ -322,6 +327,10 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         "",
         profiles.parts_report(r.parts),
         "",
+        "### A recorder's batch on PostgreSQL, layer by layer (no profiler, CPU of this process)",
+        "",
+        profiles.parts_report(r.pg_parts),
+        "",
         "### Start-up (fresh processes; CPU of all threads)",
         "",
         r.startup,
@@ -349,6 +358,7 @@ def _json(r: Results) -> dict[str, Any]:
         "visit": [dataclasses.asdict(v) | {"workload": None} for v in r.visit],
         "startup_cpu": startup_cpu(r.startup),
         "turn_parts": r.parts.parts,
+        "pg_batch_parts": r.pg_parts.parts,
     }
 
 
