@@ -308,8 +308,6 @@ class Ladder:
     :attr:`layers` adds itself to the one before; other rows are for scale."""
 
     title: str
-    per_round: int
-    """Writes per layer and round."""
     layers: tuple[str, ...]
     parts: dict[str, list[float]]
 
@@ -396,9 +394,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         finally:
             await raw.aclose()
             await coach.aclose()
-    return Ladder(
-        f"a one-turn write, layer by layer ({rounds} rounds × {count:,})", count, LAYERS, parts
-    )
+    return Ladder(f"a one-turn write, layer by layer ({rounds} rounds × {count:,})", LAYERS, parts)
 
 
 PG_FLOOR = (
@@ -502,7 +498,7 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
         f"a recorder's batch on PostgreSQL, layer by layer, per message ({rounds} rounds × "
         f"{PG_SESSIONS} conversations × {turns} turns, batches of {BATCH} ops)"
     )
-    return Ladder(title, per * 2 // 3, PG_LAYERS, parts)
+    return Ladder(title, PG_LAYERS, parts)
 
 
 def parts_report(r: Ladder) -> str:
