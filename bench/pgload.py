@@ -15,11 +15,14 @@ warm-up) and run:
   latency is taken from when the op was *due*, so a late loop counts against recording
   (and from the actual enqueue, for comparison).
 
-Next to each flat-out run, two more from the same processes on the same rows: **raw**
-asyncpg writing them in the recorder's batches (encoded before the start), and the
+Next to each flat-out run, three more from the same processes on the same rows: **raw**
+asyncpg writing them in the recorder's batches (encoded before the start), the
 **floor**: coach's ``Recorder`` over raw's writer (:class:`~bench.rawrows.RawStore`:
 each batch encoded, signed and sealed as coach does it, then raw's statements), what
-coach's recorder would reach with no storage layer of its own.
+coach's recorder would reach with no storage layer of its own, and the **floor through
+SQLAlchemy**: the same, with raw's statements run in SQLAlchemy's connection and
+transaction (:class:`~bench.rawrows.RawOverSQLAlchemy`), what it would reach with
+nothing of coach's storage layer but the stack it is built on.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ from .measure import coach_keys, percentile, pg_database, pg_url, table, verdict
 SECRET = b"x" * 32
 RAW_BATCH = 100
 """The recorder's ``max_batch``: raw asyncpg commits as many ops per transaction."""
+FLOORS = ("floor", "sqlalchemy")
+"""coach's recorder over raw's writer: raw asyncpg's own, or raw's statements run
+through SQLAlchemy's asyncpg adapter (:class:`~bench.rawrows.RawOverSQLAlchemy`)."""
 
 
 class TimedStore:
@@ -98,12 +104,16 @@ async def _work(
         texts = turns(100 + index, count // 2 + 26)
         messages = [m for t in texts for m in (t.user, t.assistant)]
         items = [i for t in texts for i in chat_items(t)]
-        if mode == "floor":
+        if mode in FLOORS:
             from coach.persistence.codec import StepCodec
 
-            from .rawrows import RawAsyncpg, RawStore
+            from .rawrows import RawAsyncpg, RawOverSQLAlchemy, RawStore
 
-            raw = RawAsyncpg(url.replace("postgresql+asyncpg://", "postgresql://", 1))
+            raw = (
+                RawAsyncpg(url.replace("postgresql+asyncpg://", "postgresql://", 1))
+                if mode == "floor"
+                else RawOverSQLAlchemy(url)
+            )
             await raw.open()
             stack.push_async_callback(raw.aclose)
             store = TimedStore(RawStore(raw, StepCodec(SECRET)))
@@ -138,7 +148,7 @@ async def _work(
         warm = recorder.stats().batches
         barrier.wait()
         start = time.monotonic()
-        if mode in ("flat", "floor"):
+        if mode in ("flat", *FLOORS):
             for k in range(50, 50 + count):
                 submit(k, None)
                 if recorder.saturated:
@@ -261,6 +271,8 @@ class LoadResult:
     """Raw asyncpg writing the same rows, flat out, each run next to a flat-out run."""
     floor: list[list[WorkerResult]] = field(default_factory=list)
     """coach's recorder over raw's writer, flat out, each run next to a flat-out run."""
+    sqlalchemy: list[list[WorkerResult]] = field(default_factory=list)
+    """The same, raw's statements run through SQLAlchemy: its share of coach's gap."""
 
     @staticmethod
     def throughput(run: list[WorkerResult]) -> float:
@@ -283,7 +295,7 @@ async def section_load(
         await repo.aclose()
         loop = asyncio.get_running_loop()
         for rep in range(reps):
-            modes = ("flat", "raw", "floor", "paced")
+            modes = ("flat", "raw", *FLOORS, "paced")
             for mode in modes if rep % 2 == 0 else modes[::-1]:
                 if mode != "paced":
                     run = await loop.run_in_executor(
@@ -375,6 +387,12 @@ def raw_ratios(r: LoadResult, runs: list[list[WorkerResult]] | None = None) -> l
     ]
 
 
+SQLALCHEMY_FLOOR = (
+    "floor through SQLAlchemy: coach's recorder over raw's statements in SQLAlchemy's "
+    "connection and transaction"
+)
+
+
 def raw_report(r: LoadResult) -> str:
     """coach against raw asyncpg writing the same rows, the same batches, same processes."""
     if not r.raw:
@@ -391,19 +409,23 @@ def raw_report(r: LoadResult) -> str:
             f"{verdict(mid >= 0.6)} (≥ 0.6×)",
         ]
     ]
-    if r.floor:
-        floors = raw_ratios(r, r.floor)
-        rates = [LoadResult.throughput(run) for run in r.floor]
-        rows.append(
-            [
-                "floor: coach's recorder over raw asyncpg's writer",
-                f"{statistics.median(rates):,.0f}",
-                ", ".join(f"{x:,.0f}" for x in rates),
-                f"floor / raw {statistics.median(floors):.2f}× "
-                f"({min(floors):.2f}–{max(floors):.2f})",
-                "the floor is below it" if statistics.median(floors) < 0.6 else "–",
-            ]
-        )
+    for label, runs in (
+        ("floor: coach's recorder over raw asyncpg's writer", r.floor),
+        (SQLALCHEMY_FLOOR, r.sqlalchemy),
+    ):
+        if runs:
+            floors = raw_ratios(r, runs)
+            rates = [LoadResult.throughput(run) for run in runs]
+            rows.append(
+                [
+                    label,
+                    f"{statistics.median(rates):,.0f}",
+                    ", ".join(f"{x:,.0f}" for x in rates),
+                    f"floor / raw {statistics.median(floors):.2f}× "
+                    f"({min(floors):.2f}–{max(floors):.2f})",
+                    "the floor is below it" if statistics.median(floors) < 0.6 else "–",
+                ]
+            )
     return table(
         [
             "writer (flat out, same processes and rows)",

@@ -61,24 +61,13 @@ from sqlalchemy.engine import Connection
 
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
-from coach.persistence.engine import create_engine, driver_sql
+from coach.persistence.engine import driver_sql
 from coach.persistence.schema import utcnow
 from coach.store import WriteOp
 
 from .backends import SECRET, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
-from .rawrows import (
-    PG_CLAIMS,
-    PG_MESSAGES,
-    PG_STEPS,
-    RawAsyncpg,
-    RawBatch,
-    check_claims,
-    claim_args,
-    message_args,
-    raw_batches,
-    step_args,
-)
+from .rawrows import RawAsyncpg, RawBatch, RawOverSQLAlchemy, pg_statements, raw_batches
 from .recorder_cpu import BATCH, new_sessions, pg_repo, record, workload
 from .storage_speed import RawCoachRows, sealed_rows, write_turn_rows
 from .text import Turn, turns
@@ -415,19 +404,6 @@ PG_SESSIONS = 50
 """The conversations a recorder's batches interleave (as ``bench.recorder_cpu``'s 50 × 20)."""
 
 
-def _raw_statements(rows: RawBatch) -> Callable[[Connection], None]:
-    """Raw asyncpg's statements of ``rows`` (:mod:`bench.rawrows`), on a SQLAlchemy
-    connection's driver cursor."""
-
-    def write(conn: Connection) -> None:
-        updated, _ = driver_sql(conn, PG_CLAIMS, claim_args(rows))
-        check_claims(rows, f"UPDATE {updated}")
-        _, returned = driver_sql(conn, PG_MESSAGES, message_args(rows))
-        driver_sql(conn, PG_STEPS, step_args(rows, [row[0] for row in returned]))
-
-    return write
-
-
 async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
     """Each round, ``turns`` turns of each of :data:`PG_SESSIONS` conversations
     interleaved, written in the recorder's batches of ``BATCH`` ops by each layer — from
@@ -444,9 +420,9 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
             layer: workload(await new_sessions(repo, PG_SESSIONS), rounds * turns, seed=n)
             for n, layer in enumerate(PG_LAYERS)
         }
-        raw = RawAsyncpg(dsn)
+        raw, bare = RawAsyncpg(dsn), RawOverSQLAlchemy(repo.database.url)
         await raw.open()
-        engine = create_engine(repo.database.url, pool_size=1, max_overflow=0, timeout=5)
+        await bare.open()
 
         def rows_of(batch: Sequence[WriteOp]) -> RawBatch:
             (rows,) = raw_batches(batch, codec, len(batch), sealer)
@@ -455,18 +431,11 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
         async def floor(batch: Sequence[WriteOp]) -> None:
             await raw.write(rows_of(batch))
 
-        async def bare(batch: Sequence[WriteOp]) -> None:
-            write = _raw_statements(rows_of(batch))
-
-            def transaction(conn: Connection) -> None:
-                with conn.begin():
-                    write(conn)
-
-            async with engine.connect() as conn:
-                await conn.run_sync(transaction)
+        async def sqlalchemy(batch: Sequence[WriteOp]) -> None:
+            await bare.write(rows_of(batch))
 
         async def unit(batch: Sequence[WriteOp]) -> None:
-            await repo.database.run(_raw_statements(rows_of(batch)), write=True, what="bench")
+            await repo.database.run(pg_statements(rows_of(batch)), write=True, what="bench")
 
         async def apply(batch: Sequence[WriteOp]) -> None:
             plan = Plan.of(batch, codec, utcnow)
@@ -477,7 +446,7 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
 
         runs: dict[str, Callable[[Sequence[Any]], Awaitable[object]]] = {
             PG_FLOOR: floor,
-            PG_SQLALCHEMY: bare,
+            PG_SQLALCHEMY: sqlalchemy,
             PG_UNIT: unit,
             PG_APPLY: apply,
             WHOLE: repo.write_batch,
@@ -493,7 +462,7 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
                     parts[part].append((time.process_time() - start) / (per * 2 / 3) * 1e6)
         finally:
             await raw.aclose()
-            await engine.dispose()
+            await bare.aclose()
     title = (
         f"a recorder's batch on PostgreSQL, layer by layer, per message ({rounds} rounds × "
         f"{PG_SESSIONS} conversations × {turns} turns, batches of {BATCH} ops)"

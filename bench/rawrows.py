@@ -27,13 +27,24 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from coach.persistence.codec import StepCodec
 from coach.persistence.crypto import Sealer, new_data_key
+from coach.persistence.engine import create_engine, driver_sql
 from coach.persistence.memory import encode_rows, message_text
 from coach.store import AddMessage, AppendSteps
 
-__all__ = ["RawAsyncpg", "RawBatch", "RawSQLite", "RawStore", "raw_batches"]
+__all__ = [
+    "RawAsyncpg",
+    "RawBatch",
+    "RawOverSQLAlchemy",
+    "RawSQLite",
+    "RawStore",
+    "pg_statements",
+    "raw_batches",
+]
 
 
 @dataclass
@@ -227,6 +238,23 @@ def step_args(rows: RawBatch, ids: Sequence[int]) -> tuple[list[Any], ...]:
     return [uuid.UUID(s) for s in columns[0]], *(list(c) for c in columns[1:]), links
 
 
+def pg_statements(rows: RawBatch) -> Callable[[Connection], None]:
+    """Raw asyncpg's statements of ``rows``, on a SQLAlchemy connection's driver cursor
+    (``driver_sql``): the same SQL and arguments, through SQLAlchemy's asyncpg adapter."""
+
+    def write(conn: Connection) -> None:
+        if rows.claims:
+            updated, _ = driver_sql(conn, PG_CLAIMS, claim_args(rows))
+            check_claims(rows, f"UPDATE {updated}")
+        ids: list[int] = []
+        if rows.messages:
+            ids = [row[0] for row in driver_sql(conn, PG_MESSAGES, message_args(rows))[1]]
+        if rows.steps:
+            driver_sql(conn, PG_STEPS, step_args(rows, ids))
+
+    return write
+
+
 class RawAsyncpg:
     """One ``asyncpg`` connection on the event loop: per batch one transaction of one
     ``UPDATE`` of every session's claim, one multi-row ``INSERT ... RETURNING id`` of the
@@ -260,6 +288,39 @@ class RawAsyncpg:
             self.conn = None
 
 
+class RawOverSQLAlchemy:
+    """Raw asyncpg's statements through SQLAlchemy: an engine made as coach makes its
+    own (``create_engine``), one connection and transaction per batch, the statements on
+    the driver's cursor (:func:`pg_statements`) — SQLAlchemy's share of a write, with
+    nothing of coach's storage layer."""
+
+    def __init__(self, url: str | URL) -> None:
+        self.url = url
+        self.engine: AsyncEngine | None = None
+
+    async def open(self) -> None:
+        """Make the engine (``url``: a ``postgresql+asyncpg://`` URL)."""
+        self.engine = create_engine(self.url, pool_size=1, max_overflow=0, timeout=30)
+
+    async def write(self, rows: RawBatch) -> None:
+        """The batch in one transaction."""
+        assert self.engine is not None
+        write = pg_statements(rows)
+
+        def transaction(conn: Connection) -> None:
+            with conn.begin():
+                write(conn)
+
+        async with self.engine.connect() as conn:
+            await conn.run_sync(transaction)
+
+    async def aclose(self) -> None:
+        """Close the engine's connections."""
+        if self.engine is not None:
+            await self.engine.dispose()
+            self.engine = None
+
+
 class RawStore:
     """Raw's writer behind coach's ``Recorder``: each batch the recorder commits is
     turned into coach's rows (:func:`raw_batches`: grouped, encoded, signed, sealed, as
@@ -268,7 +329,10 @@ class RawStore:
     hand-written writer's statements, which any recorder of coach's rows pays."""
 
     def __init__(
-        self, raw: RawSQLite | RawAsyncpg, codec: StepCodec, sealer: Sealer | None = None
+        self,
+        raw: RawSQLite | RawAsyncpg | RawOverSQLAlchemy,
+        codec: StepCodec,
+        sealer: Sealer | None = None,
     ) -> None:
         self._raw = raw
         self._codec = codec

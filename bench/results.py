@@ -233,6 +233,9 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         if found:
             label = f"floor: coach's recorder over raw's writer / raw, {where}"
             plain(label, statistics.median(found), min(found), max(found))
+    if bare := raw_ratios(r.load, r.load.sqlalchemy):
+        label = "floor through SQLAlchemy: the same, raw's statements in SQLAlchemy / raw"
+        plain(f"{label}, 4 processes PG", statistics.median(bare), min(bare), max(bare))
     for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
         label = f"floor in {what}: raw sqlite3 and coach's own work / SQLiteSession"
         plain(label, *_ratio(batches, ss.FLOOR, ss.PEER))

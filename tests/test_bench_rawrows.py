@@ -5,13 +5,15 @@
 it, with no timing: what a raw writer stored, coach's repository reads back as the
 conversation and as memory steps whose signatures verify — including a step whose
 message fell into the previous batch (its text then stays in the step, as coach does).
-The floor (coach's ``Recorder`` over a raw writer, :class:`RawStore`) stores them too.
+The floor (coach's ``Recorder`` over a raw writer, :class:`RawStore`) stores them too,
+and so does the floor through SQLAlchemy (raw's statements in SQLAlchemy's connection
+and transaction, :class:`RawOverSQLAlchemy`).
 """
 
 from __future__ import annotations
 
 import pytest
-from bench.rawrows import RawAsyncpg, RawSQLite, RawStore, raw_batches
+from bench.rawrows import RawAsyncpg, RawOverSQLAlchemy, RawSQLite, RawStore, raw_batches
 from livekit.agents import llm
 from sqlalchemy.engine import make_url
 
@@ -83,7 +85,7 @@ async def test_raw_asyncpg_rows_read_back_as_coach_s(postgres_url: str, open_rep
     await _check(repo, sessions, 3)
 
 
-async def _floor(raw: RawSQLite | RawAsyncpg, repo: Repository) -> None:
+async def _floor(raw: RawSQLite | RawAsyncpg | RawOverSQLAlchemy, repo: Repository) -> None:
     """Four turns of two sessions through a recorder over ``raw`` (its batches of four
     ops cut turns in two), read back by coach."""
     user = await repo.get_or_create_user("raw")
@@ -117,3 +119,11 @@ async def test_the_floor_s_rows_read_back_as_coach_s_on_postgres(
     repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
     dsn = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
     await _floor(RawAsyncpg(dsn), repo)
+
+
+@pytest.mark.postgres
+async def test_the_floor_through_sqlalchemy_s_rows_read_back_as_coach_s(
+    postgres_url: str, open_repo: object
+) -> None:
+    repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
+    await _floor(RawOverSQLAlchemy(postgres_url), repo)
