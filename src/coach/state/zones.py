@@ -81,14 +81,9 @@ def zone_of(path: str) -> Zone | None:
 
 
 class _Frozen(BaseModel):
-    # Serialized, every field is present: the generated TypeScript types say so. Each
-    # model's validator is built when first used, not at import: most commands use none
-    # (about 10 ms of every command's start).
+    # Serialized, every field is present: the generated TypeScript types say so.
     model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        json_schema_serialization_defaults_required=True,
-        defer_build=True,
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
     )
 
 
