@@ -215,10 +215,10 @@ def claim_args(rows: RawBatch) -> tuple[list[Any], ...]:
     return [uuid.UUID(sid) for sid in sids], list(befores), list(afters)
 
 
-def check_claims(rows: RawBatch, status: str) -> None:
-    """Raise when :data:`PG_CLAIMS` (its command ``status``) did not update every session."""
-    if status != f"UPDATE {len(rows.claims)}":
-        raise RuntimeError(f"stale claims: {status} of {len(rows.claims)}")
+def check_claims(rows: RawBatch, updated: int) -> None:
+    """Raise when :data:`PG_CLAIMS` did not update every session (``updated`` rows)."""
+    if updated != len(rows.claims):
+        raise RuntimeError(f"stale claims: {updated} of {len(rows.claims)} updated")
 
 
 def message_args(rows: RawBatch) -> tuple[object, ...]:
@@ -244,8 +244,7 @@ def pg_statements(rows: RawBatch) -> Callable[[Connection], None]:
 
     def write(conn: Connection) -> None:
         if rows.claims:
-            updated, _ = driver_sql(conn, PG_CLAIMS, claim_args(rows))
-            check_claims(rows, f"UPDATE {updated}")
+            check_claims(rows, driver_sql(conn, PG_CLAIMS, claim_args(rows))[0])
         ids: list[int] = []
         if rows.messages:
             ids = [row[0] for row in driver_sql(conn, PG_MESSAGES, message_args(rows))[1]]
@@ -274,7 +273,8 @@ class RawAsyncpg:
         assert conn is not None
         async with conn.transaction():
             if rows.claims:
-                check_claims(rows, await conn.execute(PG_CLAIMS, *claim_args(rows)))
+                status = await conn.execute(PG_CLAIMS, *claim_args(rows))  # "UPDATE n"
+                check_claims(rows, int(status.rsplit(" ", 1)[1]))
             ids: list[int] = []
             if rows.messages:
                 ids = [r[0] for r in await conn.fetch(PG_MESSAGES, *message_args(rows))]

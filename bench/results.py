@@ -227,15 +227,19 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
     for label, peer in ((ss.COACH, ss.RAW), (ss.SEED, ss.RAW)):
         plain(f"{label} / raw sqlite3 (coach's rows)", *_ratio(r.writes, label, peer))
     plain("live resume / raw sqlite3 (the same rows)", *_ratio(r.resume, ss.RESUME, ss.RAW))
-    floors = [(f"{rec.db} {rec.name}", rec.floor_ratios) for rec in r.recorder]
-    floors.append(("4 processes PG", raw_ratios(r.load, r.load.floor)))
-    for where, found in floors:
+    floor = "floor: coach's recorder over raw's writer / raw"
+    floors = [(f"{floor}, {rec.db} {rec.name}", rec.floor_ratios) for rec in r.recorder]
+    floors += [
+        (f"{floor}, 4 processes PG", raw_ratios(r.load, r.load.floor)),
+        (
+            "floor through SQLAlchemy: the same, raw's statements in SQLAlchemy / raw, "
+            "4 processes PG",
+            raw_ratios(r.load, r.load.sqlalchemy),
+        ),
+    ]
+    for label, found in floors:
         if found:
-            label = f"floor: coach's recorder over raw's writer / raw, {where}"
             plain(label, statistics.median(found), min(found), max(found))
-    if bare := raw_ratios(r.load, r.load.sqlalchemy):
-        label = "floor through SQLAlchemy: the same, raw's statements in SQLAlchemy / raw"
-        plain(f"{label}, 4 processes PG", statistics.median(bare), min(bare), max(bare))
     for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
         label = f"floor in {what}: raw sqlite3 and coach's own work / SQLiteSession"
         plain(label, *_ratio(batches, ss.FLOOR, ss.PEER))
