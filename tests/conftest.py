@@ -1,8 +1,10 @@
 """Shared database fixtures: a real SQLite file and a real PostgreSQL database per test.
 
 * ``blank_sqlite_url`` / ``blank_postgres_url``: an empty database (no schema).
-* ``sqlite_url`` / ``postgres_url``: a migrated database (cloned from one migrated
-  template per test run, so each test still gets its own fresh database).
+* ``sqlite_url`` / ``postgres_url``: a migrated database of the test's own, with no rows
+  (a copy of one migrated SQLite file per test run; a PostgreSQL database cloned from a
+  migrated template, or one an earlier test left and :class:`tests.postgres.Databases`
+  emptied).
 * ``memory_url``: a migrated named in-memory database of its own, with its key store
   beside it, both held for the test (:func:`coach.persistence.inmemory.memory_database`).
 * ``database_url`` / ``blank_database_url``: parametrized over ``sqlite`` and
@@ -22,16 +24,13 @@ FAIL with a message saying so; they never skip.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -41,6 +40,7 @@ from coach.persistence.engine import is_memory
 from coach.persistence.inmemory import memory_database
 from coach.persistence.inmemory import memory_url as new_memory_url
 from coach.settings import Settings
+from tests.postgres import Databases, admin, drop, pg_url, unique_name
 from tests.support import (
     MASTER_KEY,
     MEMORY_SECRET,
@@ -49,37 +49,6 @@ from tests.support import (
     keys_of,
     keys_url,
 )
-
-PG_ADMIN_URL = os.environ.get(
-    "COACH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-
-
-def _pg_url(database: str) -> str:
-    url = make_url(PG_ADMIN_URL).set(drivername="postgresql+asyncpg", database=database)
-    return url.render_as_string(hide_password=False)
-
-
-async def _pg_admin(*statements: str) -> None:
-    dsn = make_url(PG_ADMIN_URL).set(drivername="postgresql").render_as_string(False)
-    try:
-        conn = await asyncpg.connect(dsn, timeout=10)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-        pytest.fail(
-            f"PostgreSQL is not reachable at {make_url(PG_ADMIN_URL)!r} ({exc}). The "
-            "persistence contract suite runs against a real PostgreSQL; start it or point "
-            "COACH_TEST_POSTGRES_URL at one.",
-            pytrace=False,
-        )
-    try:
-        for statement in statements:
-            await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
-def _unique_name(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
 
 @pytest.fixture(autouse=True)
@@ -90,15 +59,13 @@ def _test_master_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def _pg_template() -> Iterator[str]:
-    """One migrated PostgreSQL database per test run that per-test databases clone."""
-    name = _unique_name("coach_tpl")
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+def _pg_databases() -> Iterator[Databases]:
+    """This test process's migrated PostgreSQL template and the databases cloned from it."""
+    databases = Databases.create()
     try:
-        asyncio.run(upgrade(_pg_url(name)))
-        yield name
+        yield databases
     finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        databases.close()
 
 
 @pytest.fixture(scope="session")
@@ -118,10 +85,10 @@ def blank_sqlite_url(tmp_path: Path) -> str:
 @pytest.fixture
 def blank_postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database; dropped after the test."""
-    name = _unique_name("coach_test")
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    yield _pg_url(name)
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    name = unique_name("coach_test")
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    yield pg_url(name)
+    drop(name)
 
 
 @pytest.fixture
@@ -133,12 +100,12 @@ def sqlite_url(tmp_path: Path, _sqlite_template: Path) -> str:
 
 
 @pytest.fixture
-def postgres_url(_pg_template: str) -> Iterator[str]:
-    """A fresh, migrated PostgreSQL database of its own for this test; dropped after."""
-    name = _unique_name("coach_test")
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{_pg_template}"'))
-    yield _pg_url(name)
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+def postgres_url(_pg_databases: Databases) -> Iterator[str]:
+    """A migrated PostgreSQL database of its own for this test, with no rows; emptied for
+    the next test after, or dropped (:class:`tests.postgres.Databases`)."""
+    name = _pg_databases.take()
+    yield pg_url(name)
+    _pg_databases.give_back(name)
 
 
 @pytest.fixture
@@ -171,16 +138,16 @@ def backup_of(tmp_path: Path) -> Iterator[Callable[[str], Awaitable[str]]]:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             shutil.copyfile(str(parsed.database), copy)
             return f"sqlite+aiosqlite:///{copy}"
-        name = _unique_name("coach_backup")
-        await _pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"')
+        name = unique_name("coach_backup")
+        await admin(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"')
         made.append(name)
-        return _pg_url(name)
+        return pg_url(name)
 
     yield backup
     for connection in held:
         connection.close()
     for name in made:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        drop(name)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
