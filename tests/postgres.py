@@ -5,7 +5,7 @@ Cloning the migrated template is what a test's database used to cost: ``CREATE D
 … TEMPLATE`` copies the template's 8 MB of catalogs through the WAL, and with the
 ``DROP`` after it the server spent ~0.25 s of CPU per test, for ~370 tests a run.
 Emptying the tables of a database a test gives back (``TRUNCATE``: new, empty files)
-costs about a fifth of that. So :class:`Databases` empties what a test leaves and hands
+costs about a quarter of that. So :class:`Databases` empties what a test leaves and hands
 it to the next — unless the test changed more than rows: it ran DDL (an event trigger in
 the template notes every DDL command), or left a connection open. Such a database is
 dropped, and the next test gets a new clone.
@@ -91,8 +91,6 @@ class Databases:
         self._version = version
         self._tables = tables
         self._idle: list[str] = []
-        self.cloned = 0
-        self.reused = 0
 
     @classmethod
     def create(cls) -> Databases:
@@ -110,11 +108,9 @@ class Databases:
     def take(self) -> str:
         """A migrated database with no rows, and no key store yet, for one test."""
         if self._idle:
-            self.reused += 1
             return self._idle.pop()
         name = unique_name("coach_test")
         asyncio.run(admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
-        self.cloned += 1
         return name
 
     def give_back(self, name: str) -> None:
