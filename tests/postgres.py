@@ -79,7 +79,9 @@ async def admin(*statements: str) -> None:
 
 
 def drop(name: str) -> None:
+    """Drop database ``name``, and the key store beside it."""
     asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _remove_key_store(name)
 
 
 class Databases:

@@ -109,7 +109,9 @@ def test_a_database_whose_schema_changed_is_dropped(databases: Databases, statem
     name = databases.take()
     schema = _columns(name)
     asyncio.run(_execute(name, statement))
+    _key_store(name).write_bytes(b"keys")
     databases.give_back(name)
+    assert not _key_store(name).exists()  # dropped with its database
 
     again = databases.take()
     try:
