@@ -68,9 +68,9 @@ async def connect(database: str | None = None) -> asyncpg.Connection:
         )
 
 
-async def admin(*statements: str) -> None:
-    """Run ``statements`` on the admin database."""
-    conn = await connect()
+async def admin(*statements: str, database: str | None = None) -> None:
+    """Run ``statements`` as the admin, on the admin database or on ``database``."""
+    conn = await connect(database)
     try:
         for statement in statements:
             await conn.execute(statement)
@@ -89,7 +89,7 @@ class Databases:
     emptied clones waiting for the next test."""
 
     def __init__(self, template: str, version: str, tables: str) -> None:
-        self.template = template
+        self._template = template
         self._version = version
         self._tables = tables
         self._idle: list[str] = []
@@ -112,19 +112,19 @@ class Databases:
         if self._idle:
             return self._idle.pop()
         name = unique_name("coach_test")
-        asyncio.run(admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
+        asyncio.run(admin(f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"'))
         return name
 
     def give_back(self, name: str) -> None:
         """Empty ``name`` for the next test, or drop it if its test changed more than rows."""
-        _remove_key_store(name)
         if asyncio.run(self._empty(name)):
+            _remove_key_store(name)
             self._idle.append(name)
         else:
-            drop(name)
+            drop(name)  # and its key store
 
     def close(self) -> None:
-        for name in [*self._idle, self.template]:
+        for name in [*self._idle, self._template]:
             drop(name)
         self._idle.clear()
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from coach.persistence import open_repository
 from coach.persistence.migrate import head_revision
-from tests.postgres import Databases, connect, pg_url
+from tests.postgres import Databases, admin, connect, pg_url
 from tests.support import MEMORY_SECRET, keys_of, keys_url
 
 pytestmark = pytest.mark.postgres
@@ -28,20 +28,12 @@ def databases() -> Iterator[Databases]:
         made.close()
 
 
-async def _fetch(name: str, query: str) -> list[asyncpg.Record]:
+async def _fetch(name: str | None, query: str) -> list[asyncpg.Record]:
+    """``query``'s rows, on database ``name`` (the admin database for ``None``)."""
     conn = await connect(name)
     try:
         rows: list[asyncpg.Record] = await conn.fetch(query)
         return rows
-    finally:
-        await conn.close()
-
-
-async def _execute(name: str, *statements: str) -> None:
-    conn = await connect(name)
-    try:
-        for statement in statements:
-            await conn.execute(statement)
     finally:
         await conn.close()
 
@@ -81,7 +73,7 @@ def test_a_database_left_with_rows_is_handed_out_again_empty(databases: Database
     schema = _columns(name)
     assert asyncio.run(_visit(name)) == (1, False)
     assert _key_store(name).exists()
-    asyncio.run(_execute(name, "UPDATE alembic_version SET version_num = '0100_after'"))
+    asyncio.run(admin("UPDATE alembic_version SET version_num = '0100_after'", database=name))
     databases.give_back(name)
 
     again = databases.take()
@@ -108,7 +100,7 @@ def test_a_database_left_with_rows_is_handed_out_again_empty(databases: Database
 def test_a_database_whose_schema_changed_is_dropped(databases: Databases, statement: str) -> None:
     name = databases.take()
     schema = _columns(name)
-    asyncio.run(_execute(name, statement))
+    asyncio.run(admin(statement, database=name))
     _key_store(name).write_bytes(b"keys")
     databases.give_back(name)
     assert not _key_store(name).exists()  # dropped with its database
@@ -118,7 +110,7 @@ def test_a_database_whose_schema_changed_is_dropped(databases: Databases, statem
         assert again != name
         assert _columns(again) == schema
         listed = asyncio.run(
-            _fetch("postgres", f"SELECT count(*) FROM pg_database WHERE datname = '{name}'")
+            _fetch(None, f"SELECT count(*) FROM pg_database WHERE datname = '{name}'")
         )
         assert listed[0][0] == 0
     finally:
