@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import subprocess
@@ -30,6 +31,10 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from coach.testing import Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-startup-secret-0123456789abcdef"
@@ -52,6 +57,9 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     greeting: bool = False
     """Measure to the greeting's line (``chat``), not to exit."""
+    exit: int = 0
+    """The exit code the command must give (2: it stops at a bad or missing setting):
+    a trial that exits otherwise measured some other path, and fails."""
 
     @property
     def target(self) -> float:
@@ -67,20 +75,21 @@ TARGET = {"no agent": 0.5, "chat": 2.5}
 LIVEKIT = {"LIVEKIT_API_KEY": "devkey", "LIVEKIT_API_SECRET": "secret-" + "x" * 32}
 CASES: dict[str, Case] = {
     "help": Case(("--help",)),
-    "bad-setting": Case(("sessions", "list"), {"COACH_DATABASE_URL": "bogus://x"}),
+    "bad-setting": Case(("sessions", "list"), {"COACH_DATABASE_URL": "bogus://x"}, exit=2),
     "sessions-list": Case(("sessions", "list")),
     "sessions-show": Case(("sessions", "show", "{session}")),
     "users-show": Case(("users", "show", "ada")),
     "db-upgrade": Case(("db", "upgrade")),
     "keys-new": Case(("keys", "new")),
     "token": Case(("token", "--identity", "ada"), LIVEKIT),
-    "token-no-keys": Case(("token", "--identity", "ada")),
-    "web-no-livekit": Case(("web",)),
-    "chat-no-llm": Case(("chat",), {"COACH_LLM_BASE_URL": ""}),
-    "dev-no-livekit": Case(("dev",)),
+    "token-no-keys": Case(("token", "--identity", "ada"), exit=2),
+    "web-no-livekit": Case(("web",), exit=2),
+    "chat-no-llm": Case(("chat",), {"COACH_LLM_BASE_URL": ""}, exit=2),
+    "dev-no-livekit": Case(("dev",), exit=2),
     "chat": Case(("chat", "--user", "ada"), greeting=True),
 }
-"""What is measured. ``sessions-show`` reads the session the setup's chat stored."""
+"""What is measured. ``sessions-list``, ``sessions-show`` and ``users-show`` read the
+session the set-up visit stored (:data:`VISIT`)."""
 
 
 def _cpu_of(pid: int) -> float:
@@ -147,6 +156,11 @@ def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     reader.join(timeout=30)
+    if proc.returncode != case.exit:
+        raise RuntimeError(
+            f"{tree.name}: {' '.join(argv)} exited {proc.returncode}, not {case.exit}: "
+            f"{''.join(err)[-2000:]}"
+        )
     if cpu is None:
         if case.greeting:
             raise RuntimeError(f"{tree.name}: no greeting from chat: {''.join(err)[-2000:]}")
@@ -167,20 +181,37 @@ def _archive(rev: str, into: Path) -> Path:
     return into
 
 
+VISIT: tuple[tuple[str, str, dict[str, str]], ...] = (
+    ("I'm Ada", "identify_user", {"name": "Ada"}),
+    ("My budgeting app's onboarding", "capture_design_challenge", {"challenge": "Onboarding"}),
+)
+"""The stored visit each tree's commands list and show: what ``ada`` types, and the tool
+the scripted model calls for it (then one line of text)."""
+
+
+def _visit_replies() -> list[Reply]:
+    """What the fake model answers in one tree's set-up visit, greeting first."""
+    from coach.testing import call, say
+
+    replies = [say(GREETING)]
+    for _, tool, arguments in VISIT:
+        replies += [call(tool, **arguments), say("Noted.")]
+    return replies
+
+
 def _setup(tree: Tree, url: str) -> None:
-    """A stored visit of ``ada`` (one greeting) to list and show; remembers its id."""
+    """A stored visit of ``ada`` (she gives her name and a design challenge: a session
+    with its first phase) to list and show; remembers its id."""
     tree.home.mkdir(parents=True)
-    trial(tree, CASES["chat"], url)
-    env = tree.env(CASES["sessions-list"], url)
-    out = subprocess.run(
-        [sys.executable, "-m", "coach", "sessions", "list"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=tree.home,
-    ).stdout
+    env, coach = tree.env(CASES["chat"], url), (sys.executable, "-m", "coach")
+    run = functools.partial(
+        subprocess.run, capture_output=True, text=True, check=True, env=env, cwd=tree.home
+    )
+    run([*coach, "chat", "--user", "ada"], input="".join(f"{line}\n" for line, _, _ in VISIT))
+    out = run([*coach, "sessions", "list"]).stdout
     tree.session = out.split()[0]
+    if len(tree.session) != 32:
+        raise RuntimeError(f"{tree.name}: no session stored by the set-up visit: {out!r}")
 
 
 async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
@@ -193,7 +224,8 @@ async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
         if before:
             trees.insert(0, Tree(f"at {before}", _archive(before, work / "before"), work / "hb"))
         greetings = (2 * pairs + 2) * len(trees) + 4
-        async with FakeOpenAIServer([say(GREETING)] * greetings) as server:
+        script = _visit_replies() * len(trees) + [say(GREETING)] * greetings
+        async with FakeOpenAIServer(script) as server:
             url = server.base_url
             for tree in trees:
                 await asyncio.to_thread(_setup, tree, url)
