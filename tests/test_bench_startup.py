@@ -15,6 +15,9 @@ from bench.startup import CASES, ROOT, Case, Tree, _setup, _visit_replies, trial
 
 from coach.testing import FakeOpenAIServer
 
+NO_MODEL = "http://127.0.0.1:9/v1"
+"""The commands measured here run no agent: no model answers."""
+
 
 @pytest.fixture
 async def tree(tmp_path: Path) -> AsyncIterator[Tree]:
@@ -28,11 +31,11 @@ async def tree(tmp_path: Path) -> AsyncIterator[Tree]:
 async def test_the_set_up_visit_stores_a_session_the_commands_read(tree: Tree) -> None:
     assert len(tree.session) == 32
     for name in ("sessions-list", "sessions-show", "users-show"):
-        cpu, loaded = await asyncio.to_thread(trial, tree, CASES[name], "http://127.0.0.1:9/v1")
+        cpu, loaded = await asyncio.to_thread(trial, tree, CASES[name], NO_MODEL)
         assert cpu > 0 and not loaded, name
 
 
 async def test_a_command_that_exits_otherwise_than_its_case_fails_the_trial(tree: Tree) -> None:
     missing = Case(("sessions", "show", "0" * 32))
     with pytest.raises(RuntimeError, match="exited 2, not 0"):
-        await asyncio.to_thread(trial, tree, missing, "http://127.0.0.1:9/v1")
+        await asyncio.to_thread(trial, tree, missing, NO_MODEL)
