@@ -37,6 +37,12 @@ Last, the same ladder for a recorder's batch on PostgreSQL (``--pg-parts-turns``
 of each of 50 conversations per round, in batches of 100 ops, per message): raw asyncpg
 writing coach's rows, the same statements through SQLAlchemy's asyncpg adapter, in
 ``Database.run``, ``Plan.of`` and ``Plan.apply`` instead, the whole ``write_batch``.
+
+And the same for a live resume at ``--resume-turns`` turns (``--parts-rounds`` rounds of
+100 reads of each part): coach's unit of work doing nothing, ``read_resume`` in it (the
+statements, the window opened, the records), the steps decoded (``resume_session``), the
+recorder flushed first (the live resume); beside them the peer's read, raw sqlite3's read
+of the same rows, the decode's calls into C alone, coach's decode and the floor.
 """
 
 from __future__ import annotations
@@ -45,31 +51,39 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import hmac
+import os
+import pickle
 import pstats
 import sqlite3
 import statistics
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy.engine import Connection
 
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
+from coach.persistence.crypto import Sealer, associated, new_data_key
+from coach.persistence.driver import utc
 from coach.persistence.engine import driver_sql
+from coach.persistence.resume import Loaded, read_resume
 from coach.persistence.schema import utcnow
 from coach.store import WriteOp
 
-from .backends import SECRET, CoachBackend, CoachSession, turn_ops
+from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
 from .rawrows import RawAsyncpg, RawBatch, RawOverSQLAlchemy, pg_statements, raw_batches
 from .recorder_cpu import BATCH, new_sessions, pg_repo, record, workload
-from .storage_speed import RawCoachRows, sealed_rows, write_turn_rows
+from .storage_speed import RawCoachRows, decoding, sealed_rows, write_turn_rows
 from .text import Turn, turns
 
 COMMAND = "python -m bench.profiles"
@@ -172,7 +186,7 @@ def summarise(title: str, ops: int, unit: str, found: _AllThreads, top: int) -> 
     )
 
 
-async def _prepared(path: Path, loaded: int = 0) -> CoachSession:
+async def prepared_session(path: Path, loaded: int = 0) -> CoachSession:
     """A migrated database with one session of ``loaded`` turns, made by a repository of
     its own (closed again: its threads' work is not in the profile)."""
     loader = CoachBackend(sqlite_url(path))
@@ -213,7 +227,7 @@ async def profile_writes(count: int, top: int) -> ProfileResult:
     the loop, profiled in the database thread)."""
     texts = turns(3, count + 3)
     with sqlite_dir() as directory:
-        handle = await _prepared(directory / "w.db")
+        handle = await prepared_session(directory / "w.db")
 
         async def write(coach: CoachBackend, some: Sequence[Turn]) -> None:
             for turn in some:
@@ -228,7 +242,7 @@ async def profile_writes(count: int, top: int) -> ProfileResult:
 async def profile_resume(size: int, reads: int, top: int) -> ProfileResult:
     """``reads`` live resumes of a ``size``-turn session."""
     with sqlite_dir() as directory:
-        handle = await _prepared(directory / "r.db", size)
+        handle = await prepared_session(directory / "r.db", size)
 
         async def resume(coach: CoachBackend, count: int) -> None:
             for _ in range(count):
@@ -260,7 +274,7 @@ async def profile_recorder_pg(count: int, sessions: int, top: int) -> ProfileRes
 async def profile_recorder(count: int, top: int) -> ProfileResult:
     """A ``Recorder`` recording ``count`` turns of one session, then ``flush``."""
     with sqlite_dir() as directory:
-        handle = await _prepared(directory / "rec.db")
+        handle = await prepared_session(directory / "rec.db")
         ops = workload([handle.id], count, seed=5)
         found = await _profile(
             directory / "rec.db", lambda c: record(c.repo, ops), lambda c: asyncio.sleep(0)
@@ -470,6 +484,139 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
     return Ladder(title, PG_LAYERS, parts)
 
 
+R_PEER = "for scale: the peer, agents `SQLiteSession.get_items(limit=50)` of the same session"
+R_RAW = (
+    "for scale: raw sqlite3 reading the rows `resume_session` reads (the session, its "
+    "outputs, the window, the steps, the state; one transaction, one hand-off), undecoded"
+)
+R_C = (
+    "for scale: the decode's calls into C alone, on blobs of the same sizes — 100 "
+    "AES-GCM opens, 50 HMAC-SHA256, 50 unpickles (`pickle.loads`) — and nothing around them"
+)
+R_WORK = (
+    "for scale: coach's decode of those rows, no database — 50 messages and 50 steps "
+    "opened, 50 signatures checked, 50 `ChatMessage`s unpickled through the allow-list"
+)
+R_FLOOR = "the floor: raw's read and coach's decode, in one call"
+R_UNIT = (
+    "coach's unit of work doing nothing: `Database.run` of a no-op (the hand-off, "
+    "SQLAlchemy's connection and transaction, the retry loop)"
+)
+R_READ = (
+    "+ `read_resume` in it: its statements through SQLAlchemy and the driver's cursor, "
+    "the window's messages opened, the records built; no memory step decoded"
+)
+R_DECODE = "+ the memory steps decoded and the result built: the whole `resume_session`"
+R_LIVE = "+ the process's recorder flushed first (idle): the live resume"
+RESUME_LAYERS = (R_UNIT, R_READ, R_DECODE, R_LIVE)
+
+
+def c_calls(
+    sealer: Sealer, session_id: str, window: Sequence[Any], steps: Sequence[Any]
+) -> Callable[[], None]:
+    """The C calls of a resume's decode, alone: every sealed blob of ``window`` and
+    ``steps`` (as :meth:`RawCoachRows.resume_rows` returns them) sealed again under a
+    fresh key with associated data of the same length, its step's signature computed
+    over a message of the same length, its pickle loaded — with the blobs, the data and
+    the pickles made before, so only the calls into C and their loop remain."""
+    aead = AESGCM(new_data_key())
+    opens: list[tuple[bytes, bytes, bytes]] = []
+    for _, role, content, at in window:
+        ad = associated("session_conversations", "content", (session_id, utc(at), role))
+        opens.append(_resealed(aead, len(content), ad))
+    pickles, macs = [], []
+    for row in steps:
+        ad = associated("agent_steps", "payload", (session_id, row.seq))
+        opens.append(_resealed(aead, len(row.payload), ad))
+        payload = sealer.open("agent_steps", "payload", (session_id, row.seq), row.payload)
+        macs.append(bytes(80) + payload)  # the signed parts before it: ~80 bytes
+        pickles.append(zlib.decompress(payload) if payload[:1] == b"\x78" else payload)
+    key = new_data_key()
+
+    def calls() -> None:
+        for nonce, sealed, ad in opens:
+            aead.decrypt(nonce, sealed, ad)
+        for message in macs:
+            hmac.digest(key, message, "sha256")
+        for data in pickles:
+            pickle.loads(data)
+
+    return calls
+
+
+def _resealed(aead: AESGCM, size: int, ad: bytes) -> tuple[bytes, bytes, bytes]:
+    nonce = os.urandom(12)
+    return nonce, aead.encrypt(nonce, os.urandom(size - 1 - 12 - 16), ad), ad
+
+
+async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
+    """Each round, ``reads`` reads of each part of a live resume of a ``size``-turn
+    session, in an order that rotates (process CPU of all threads, a collection before
+    each): coach's layers from an empty unit of work up to the live resume, and beside
+    them raw's read, the decode's C calls, coach's decode and the floor."""
+    parts: dict[str, list[float]] = {
+        k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_WORK, R_FLOOR, *RESUME_LAYERS)
+    }
+    with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
+        handle = await prepared_session(directory / "r.db", size)
+        coach = CoachBackend(sqlite_url(directory / "r.db"))
+        await coach.open()
+        raw = RawCoachRows(directory / "r.db")
+        await raw.open(handle.id)
+        peer = AgentsSQLiteBackend(directory / "a.db")
+        await peer.open()
+        session = await peer.new_session("s")
+        await peer.bulk_load(session, turns(size, size))
+        repo, loop = coach.repo, asyncio.get_running_loop()
+        sealer = await repo.vault.sealer(coach.user_id)
+        window, steps, _ = await raw.resume_rows()
+        decode, calls = await decoding(coach, raw), c_calls(sealer, handle.id, window, steps)
+
+        async def c_work() -> None:
+            calls()
+
+        def read(conn: Connection) -> Loaded:
+            return read_resume(
+                conn,
+                handle.id,
+                user_id=coach.user_id,
+                sealer=sealer,
+                phase_ids=repo.phase_ids,
+                max_pairs=25,
+                max_steps=100,
+            )
+
+        runs: dict[str, Callable[[], Awaitable[object]]] = {
+            HAND_OFF: lambda: loop.run_in_executor(thread, lambda: None),
+            R_PEER: lambda: peer.read_window(session),
+            R_RAW: raw.read_resume,
+            R_C: c_work,
+            R_WORK: decode,
+            R_FLOOR: lambda: decode(read=True),
+            R_UNIT: lambda: repo.database.run(lambda _conn: None, write=False, what="bench"),
+            R_READ: lambda: repo.database.run(read, write=False, what="bench"),
+            R_DECODE: lambda: coach.read_window(handle),
+            R_LIVE: lambda: coach.live_resume(handle),
+        }
+        try:
+            for run in runs.values():  # warm-up: statement caches, first connections
+                for _ in range(5):
+                    await run()
+            for r in range(rounds):
+                for part in list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]:
+                    gc.collect()
+                    start = time.process_time()
+                    for _ in range(reads):
+                        await runs[part]()
+                    parts[part].append((time.process_time() - start) / reads * 1e6)
+        finally:
+            await peer.aclose()
+            await raw.aclose()
+            await coach.aclose()
+    title = f"a live resume at {size:,} turns, layer by layer ({rounds} rounds × {reads:,})"
+    return Ladder(title, RESUME_LAYERS, parts)
+
+
 def parts_report(r: Ladder) -> str:
     """Each layer's CPU per write and what it adds to the layer under it (median of the
     rounds' differences)."""
@@ -565,6 +712,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(parts_report(asyncio.run(turn_parts(a.parts_rounds, a.parts_turns))))
     print()
     print(parts_report(asyncio.run(batch_parts_pg(a.parts_rounds, a.pg_parts_turns))))
+    print()
+    print(parts_report(asyncio.run(resume_parts(a.parts_rounds, 100, a.resume_turns))))
 
 
 if __name__ == "__main__":

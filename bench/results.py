@@ -82,6 +82,7 @@ class Sizes:
     parts_rounds: int = 11
     parts_turns: int = 400
     pg_parts_turns: int = 20
+    resume_parts_reads: int = 100
     startup_pairs: int = 5
 
 
@@ -94,6 +95,7 @@ QUICK = dataclasses.replace(
     parts_rounds=2,
     parts_turns=100,
     pg_parts_turns=4,
+    resume_parts_reads=20,
     startup_pairs=1,
 )
 
@@ -112,6 +114,7 @@ class Results:
     profiles: list[profiles.ProfileResult]
     parts: Ladder
     pg_parts: Ladder
+    resume_parts: Ladder
     startup: str
     """``bench.startup``'s table (markdown) and command line."""
 
@@ -147,9 +150,24 @@ async def collect(z: Sizes) -> Results:
     parts = await profiles.turn_parts(z.parts_rounds, z.parts_turns)
     _log("a recorder's batch on PostgreSQL, layer by layer")
     pg_parts = await profiles.batch_parts_pg(z.parts_rounds, z.pg_parts_turns)
+    _log("a live resume, layer by layer")
+    resume_parts = await profiles.resume_parts(z.parts_rounds, z.resume_parts_reads, z.resume_turns)
     _log("start-up (fresh processes)")
     startup = await asyncio.to_thread(_startup, z.startup_pairs)
-    return Results(writes, resume, pings, rec, load, visit, scaled, found, parts, pg_parts, startup)
+    return Results(
+        writes,
+        resume,
+        pings,
+        rec,
+        load,
+        visit,
+        scaled,
+        found,
+        parts,
+        pg_parts,
+        resume_parts,
+        startup,
+    )
 
 
 def _startup(pairs: int) -> str:
@@ -338,6 +356,10 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         "",
         profiles.parts_report(r.pg_parts),
         "",
+        "### A live resume, layer by layer (SQLite, no profiler, CPU of all threads)",
+        "",
+        profiles.parts_report(r.resume_parts),
+        "",
         "### Start-up (fresh processes; CPU of all threads)",
         "",
         r.startup,
@@ -366,6 +388,7 @@ def _json(r: Results) -> dict[str, Any]:
         "startup_cpu": startup_cpu(r.startup),
         "turn_parts": r.parts.parts,
         "pg_batch_parts": r.pg_parts.parts,
+        "resume_parts": r.resume_parts.parts,
     }
 
 

@@ -1,0 +1,54 @@
+"""The live resume's ladder (``bench.profiles.resume_parts``) runs, on a full window.
+
+No timing is asserted: the figures are the bench's. What is held here is that every
+part of the ladder runs, that the session it builds gives a resume a full window (50
+messages and their 50 memory steps, read by coach and by raw alike), and that its row
+of C calls runs over those rows — so a change to coach's read path or the bench cannot
+leave the ladder measuring an empty or refused read.
+"""
+
+from __future__ import annotations
+
+from bench.backends import CoachBackend
+from bench.measure import sqlite_dir, sqlite_url
+from bench.profiles import (
+    R_C,
+    R_FLOOR,
+    R_RAW,
+    RESUME_LAYERS,
+    c_calls,
+    prepared_session,
+    resume_parts,
+)
+from bench.storage_speed import RawCoachRows
+
+
+async def test_the_ladder_measures_every_part_of_a_real_resume() -> None:
+    ladder = await resume_parts(rounds=2, reads=1, size=40)
+
+    assert ladder.layers == RESUME_LAYERS
+    for part in (R_RAW, R_C, R_FLOOR, *RESUME_LAYERS):
+        assert len(ladder.parts[part]) == 2
+        assert all(cpu > 0 for cpu in ladder.parts[part])
+
+
+async def test_the_session_gives_a_full_window_and_the_c_calls_run_over_it() -> None:
+    with sqlite_dir() as directory:
+        handle = await prepared_session(directory / "r.db", 40)
+        coach = CoachBackend(sqlite_url(directory / "r.db"))
+        await coach.open()
+        raw = RawCoachRows(directory / "r.db")
+        await raw.open(handle.id)
+        try:
+            window, steps, stored = await raw.resume_rows()
+            sealer = await coach.repo.vault.sealer(coach.user_id)
+            resumed = await coach.read_window(handle)
+
+            calls = c_calls(sealer, handle.id, window, steps)
+            calls()  # a stored blob too short to reseal, or a bad pickle, raises
+
+            assert len(window) == 50 and len(steps) == 50 and stored == 80
+            assert resumed == len(window) + len(steps)
+        finally:
+            await raw.aclose()
+            await coach.aclose()
