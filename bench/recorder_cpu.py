@@ -4,6 +4,7 @@ Run from the repository root::
 
     python -m bench.recorder_cpu                          # SQLite and PostgreSQL
     python -m bench.recorder_cpu --rounds 3 --turns 200   # a smoke run
+    python -m bench.recorder_cpu --encode-parts           # the encoding against its C calls
 
 Issue 25's target: recorder CPU per message ≤ 2× raw, on SQLite and on PostgreSQL.
 
@@ -23,6 +24,11 @@ Issue 25's target: recorder CPU per message ≤ 2× raw, on SQLite and on Postgr
   bring coach below this figure: when the floor over raw is above the target, the
   target cannot be met by the storage layer.
 
+With ``--encode-parts``, instead: the part of coach's CPU per message that raw's figure
+leaves out — turning the ops into rows (:func:`raw_batches`: sealing, pickling, signing)
+— set beside its calls into C alone (:func:`c_calls`), one session of ``--turns`` turns,
+``--rounds`` rounds in alternating order: how much of that work is Python around them.
+
 Workloads: one session of ``--turns`` turns, and ``--sessions`` sessions sharing the
 same number of turns round-robin (as concurrent conversations interleave). Every figure
 is **process CPU of all threads** (``time.process_time``); garbage is collected before
@@ -37,17 +43,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hmac
+import os
+import pickle
 import statistics
 import time
-from collections.abc import AsyncIterator, Sequence
+import zlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from coach.conversation.recorder import Recorder
 from coach.persistence import open_repository
-from coach.persistence.codec import StepCodec
+from coach.persistence.codec import PICKLE_PROTOCOL, StepCodec
+from coach.persistence.crypto import Sealer, associated, new_data_key
+from coach.store import AddMessage
 
 from .backends import SECRET, turn_ops
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
@@ -310,12 +324,82 @@ async def run(dbs: Sequence[str], rounds: int, turns_long: int, sessions: int) -
     return found
 
 
+def c_calls(ops: Sequence[Any]) -> Callable[[], None]:
+    """The calls into C of turning ``ops`` into coach's rows (:func:`raw_batches`), alone:
+    per message its text sealed (a nonce, AES-GCM); per memory step its envelope pickled
+    (and compressed, where coach compressed it), signed (HMAC-SHA256) and sealed. The
+    texts and envelopes are the ones :func:`raw_batches` sealed (opened again first), and
+    the associated data and signed prefixes are made before, so only the calls into C
+    and their loop remain."""
+    sealer, aead, key = Sealer("raw", new_data_key()), AESGCM(new_data_key()), new_data_key()
+    texts: list[tuple[bytes, bytes]] = []
+    steps: list[tuple[object, bool, bytes]] = []
+    for rows in raw_batches(ops, StepCodec(SECRET), BATCH, sealer):
+        for sid, role, content in rows.messages:
+            bound = (sid, rows.now, role)
+            text = sealer.open("session_conversations", "content", bound, content)
+            ad = associated("session_conversations", "content", bound)
+            texts.append((b"s" + text.encode(), ad))
+        for sid, seq, *_, sealed in rows.steps:
+            payload = sealer.open("agent_steps", "payload", (sid, seq), sealed)
+            packed = payload[:1] == b"x"  # a zlib stream (a pickle starts with 0x80)
+            envelope = pickle.loads(zlib.decompress(payload) if packed else payload)
+            steps.append((envelope, packed, associated("agent_steps", "payload", (sid, seq))))
+
+    def calls() -> None:
+        for plain, ad in texts:
+            aead.encrypt(os.urandom(12), plain, ad)
+        for envelope, packed, ad in steps:
+            data = pickle.dumps(envelope, protocol=PICKLE_PROTOCOL)
+            if packed:
+                data = zlib.compress(data, 6)
+            hmac.digest(key, SIGNED_PREFIX + data, "sha256")
+            aead.encrypt(os.urandom(12), b"b" + data, ad)
+
+    return calls
+
+
+SIGNED_PREFIX = bytes(64)
+"""What a step's signature covers before its payload (domain, codec, version, session,
+position): about this many bytes."""
+
+
+def encode_parts(rounds: int, turns_of: int) -> dict[str, list[float]]:
+    """Per message, each round: coach turning one session's ``turns_of`` turns into rows
+    (:func:`raw_batches`: the ``encoding`` column of :func:`report`), and the calls into
+    C of that work alone (:func:`c_calls`), in alternating order, CPU µs."""
+    ops = workload(["0" * 32], turns_of, 7)
+    messages = sum(isinstance(op, AddMessage) for op in ops)
+    calls = c_calls(ops)
+    runs: dict[str, Callable[[], object]] = {
+        ENCODE: lambda: raw_batches(ops, StepCodec(SECRET), BATCH),
+        CALLS: calls,
+    }
+    found: dict[str, list[float]] = {name: [] for name in runs}
+    for r in range(rounds):
+        for name in list(runs)[r % 2 :] + list(runs)[: r % 2]:
+            gc.collect()
+            cpu = time.process_time()
+            runs[name]()
+            found[name].append((time.process_time() - cpu) / messages * 1e6)
+    return found
+
+
+ENCODE = "coach's encoding of the rows, µs per message (`raw_batches`: sealing, pickling, signing)"
+CALLS = "its calls into C alone, µs per message (AES-GCM and nonces, pickle, zlib, HMAC)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """This measurement's flags."""
     parser.add_argument("--rounds", type=int, default=9, help="paired rounds (9)")
     parser.add_argument("--turns", type=int, default=1000, help="turns per workload (1,000)")
     parser.add_argument("--sessions", type=int, default=50, help="sessions of the second (50)")
     parser.add_argument("--dbs", default="sqlite,postgres", help="sqlite,postgres")
+    parser.add_argument(
+        "--encode-parts",
+        action="store_true",
+        help="instead: coach's encoding of the rows against its calls into C alone",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -324,9 +408,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_arguments(parser)
     args = parser.parse_args(argv)
     print(
-        f"{COMMAND} --rounds {args.rounds} --turns {args.turns} --sessions {args.sessions} "
-        f"--dbs {args.dbs}"
+        f"{COMMAND} --rounds {args.rounds} --turns {args.turns} "
+        + (
+            "--encode-parts"
+            if args.encode_parts
+            else f"--sessions {args.sessions} --dbs {args.dbs}"
+        )
     )
+    if args.encode_parts:
+        found = encode_parts(args.rounds, args.turns)
+        print(
+            table(
+                ["part (1 session)", "median", "range"],
+                [
+                    [name, f"{statistics.median(v):.1f}", f"{min(v):.1f}–{max(v):.1f}"]
+                    for name, v in found.items()
+                ],
+                right=2,
+            )
+        )
+        return
     dbs = [db for db in args.dbs.split(",") if db]
     print(report(asyncio.run(run(dbs, args.rounds, args.turns, args.sessions))))
 
