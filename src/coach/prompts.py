@@ -27,9 +27,6 @@ AGENT_FILES: dict[AgentKind, str] = {
     "evaluator": "design_evaluator.yaml",
 }
 MANIFEST_FILE = "phases.yaml"
-# libyaml's parser when PyYAML was built with it (its wheels are): the pure-Python one
-# took 15 ms of every command's start to read five small files.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RENDERER_FILE = "renderer.yaml"
 
 # What each agent's templates may use; checked at load time, filled at render time.
@@ -221,7 +218,7 @@ def _read_yaml(directory: Path, file: str) -> Any:
     except OSError as exc:
         raise PromptError(str(path), "-", f"cannot read file ({exc.strerror})") from None
     try:
-        data = yaml.load(text, Loader=_LOADER)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "-"
