@@ -487,7 +487,8 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
 R_PEER = "for scale: the peer, agents `SQLiteSession.get_items(limit=50)` of the same session"
 R_RAW = (
     "for scale: raw sqlite3 reading the rows `resume_session` reads (the session, its "
-    "outputs, the window, the steps, the state; one transaction, one hand-off), undecoded"
+    "outputs, the 50-message window, the steps from its oldest message on, the state; one "
+    "transaction, one hand-off), undecoded: the floor's read"
 )
 R_C = (
     "for scale: the decode's calls into C alone, on blobs of the same sizes — 100 "
@@ -529,7 +530,12 @@ def c_calls(
         ad = associated("agent_steps", "payload", (session_id, row.seq))
         opens.append(_resealed(aead, len(row.payload), ad))
         payload = sealer.open("agent_steps", "payload", (session_id, row.seq), row.payload)
-        macs.append(bytes(80) + payload)  # the signed parts before it: ~80 bytes
+        said = b""
+        if row.content is not None:  # the message's text, signed with the step
+            bound = (session_id, utc(row.message_at), row.message_role)
+            text = sealer.open("session_conversations", "content", bound, row.content)
+            said = bytes(4) + text.encode()
+        macs.append(bytes(SIGNED_PREFIX) + said + payload)
         pickles.append(zlib.decompress(payload) if payload[:1] == b"\x78" else payload)
     key = new_data_key()
 
@@ -542,6 +548,11 @@ def c_calls(
             pickle.loads(data)
 
     return calls
+
+
+SIGNED_PREFIX = 90
+"""What a step's signature covers besides its payload and text (domain, codec, version,
+session, position): about this many bytes."""
 
 
 def _resealed(aead: AESGCM, size: int, ad: bytes) -> tuple[bytes, bytes, bytes]:
@@ -570,6 +581,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
         repo, loop = coach.repo, asyncio.get_running_loop()
         sealer = await repo.vault.sealer(coach.user_id)
         window, steps, _ = await raw.resume_rows()
+        first = steps[0].seq
         decode, calls = await decoding(coach, raw), c_calls(sealer, handle.id, window, steps)
 
         async def c_work() -> None:
@@ -589,7 +601,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
         runs: dict[str, Callable[[], Awaitable[object]]] = {
             HAND_OFF: lambda: loop.run_in_executor(thread, lambda: None),
             R_PEER: lambda: peer.read_window(session),
-            R_RAW: raw.read_resume,
+            R_RAW: lambda: raw.resume_rows(first=first),
             R_C: c_work,
             R_WORK: decode,
             R_FLOOR: lambda: decode(read=True),

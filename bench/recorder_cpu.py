@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from coach.conversation.recorder import Recorder
 from coach.persistence import open_repository
-from coach.persistence.codec import PICKLE_PROTOCOL, StepCodec
+from coach.persistence.codec import COMPRESS_FROM, PICKLE_PROTOCOL, StepCodec
 from coach.persistence.crypto import Sealer, associated, new_data_key
 from coach.store import AddMessage
 
@@ -327,41 +327,46 @@ async def run(dbs: Sequence[str], rounds: int, turns_long: int, sessions: int) -
 def c_calls(ops: Sequence[Any]) -> Callable[[], None]:
     """The calls into C of turning ``ops`` into coach's rows (:func:`raw_batches`), alone:
     per message its text sealed (a nonce, AES-GCM); per memory step its envelope pickled
-    (and compressed, where coach compressed it), signed (HMAC-SHA256) and sealed. The
+    (and compressed where coach tries to), signed (HMAC-SHA256) and sealed. The
     texts and envelopes are the ones :func:`raw_batches` sealed (opened again first), and
     the associated data and signed prefixes are made before, so only the calls into C
     and their loop remain."""
     sealer, aead, key = Sealer("raw", new_data_key()), AESGCM(new_data_key()), new_data_key()
     texts: list[tuple[bytes, bytes]] = []
-    steps: list[tuple[object, bool, bytes]] = []
+    steps: list[tuple[object, bool, bytes, bytes]] = []
     for rows in raw_batches(ops, StepCodec(SECRET), BATCH, sealer):
+        said = []
         for sid, role, content in rows.messages:
             bound = (sid, rows.now, role)
-            text = sealer.open("session_conversations", "content", bound, content)
+            said.append(sealer.open("session_conversations", "content", bound, content).encode())
             ad = associated("session_conversations", "content", bound)
-            texts.append((b"s" + text.encode(), ad))
-        for sid, seq, *_, sealed in rows.steps:
+            texts.append((b"s" + said[-1], ad))
+        for (sid, seq, *_, sealed), link in zip(rows.steps, rows.links, strict=True):
             payload = sealer.open("agent_steps", "payload", (sid, seq), sealed)
             packed = payload[:1] == b"x"  # a zlib stream (a pickle starts with 0x80)
             envelope = pickle.loads(zlib.decompress(payload) if packed else payload)
-            steps.append((envelope, packed, associated("agent_steps", "payload", (sid, seq))))
+            # A step whose message is in the batch leaves its text out, and signs it.
+            prefix = bytes(SIGNED_PREFIX) + (b"" if link is None else bytes(4) + said[link])
+            ad = associated("agent_steps", "payload", (sid, seq))
+            steps.append((envelope, packed, prefix, ad))
 
     def calls() -> None:
         for plain, ad in texts:
             aead.encrypt(os.urandom(12), plain, ad)
-        for envelope, packed, ad in steps:
+        for envelope, packed, prefix, ad in steps:
             data = pickle.dumps(envelope, protocol=PICKLE_PROTOCOL)
-            if packed:
-                data = zlib.compress(data, 6)
-            hmac.digest(key, SIGNED_PREFIX + data, "sha256")
+            if len(data) >= COMPRESS_FROM:  # coach tries, and keeps it when smaller
+                packed_data = zlib.compress(data, 6)
+                data = packed_data if packed else data
+            hmac.digest(key, prefix + data, "sha256")
             aead.encrypt(os.urandom(12), b"b" + data, ad)
 
     return calls
 
 
-SIGNED_PREFIX = bytes(64)
-"""What a step's signature covers before its payload (domain, codec, version, session,
-position): about this many bytes."""
+SIGNED_PREFIX = 90
+"""What a step's signature covers besides its payload and text (domain, codec, version,
+session, position): about this many bytes."""
 
 
 def encode_parts(rounds: int, turns_of: int) -> dict[str, list[float]]:

@@ -3,23 +3,16 @@
 No timing is asserted: the figures are the bench's. What is held here is that every
 part of the ladder runs, that the session it builds gives a resume a full window (50
 messages and their 50 memory steps, read by coach and by raw alike), and that its row
-of C calls runs over those rows — so a change to coach's read path or the bench cannot
-leave the ladder measuring an empty or refused read.
+of C calls runs over those rows (rows it cannot open or unpickle fail) — so the ladder
+does not measure an empty or refused read. Whether the C calls match coach's in number
+and size is the bench's own reading, not checked here.
 """
 
 from __future__ import annotations
 
 from bench.backends import CoachBackend
 from bench.measure import sqlite_dir, sqlite_url
-from bench.profiles import (
-    R_C,
-    R_FLOOR,
-    R_RAW,
-    RESUME_LAYERS,
-    c_calls,
-    prepared_session,
-    resume_parts,
-)
+from bench.profiles import RESUME_LAYERS, c_calls, prepared_session, resume_parts
 from bench.storage_speed import RawCoachRows
 
 
@@ -27,9 +20,9 @@ async def test_the_ladder_measures_every_part_of_a_real_resume() -> None:
     ladder = await resume_parts(rounds=2, reads=1, size=40)
 
     assert ladder.layers == RESUME_LAYERS
-    for part in (R_RAW, R_C, R_FLOOR, *RESUME_LAYERS):
-        assert len(ladder.parts[part]) == 2
-        assert all(cpu > 0 for cpu in ladder.parts[part])
+    assert len(ladder.parts) == 6 + len(RESUME_LAYERS)  # and six rows for scale
+    for part, values in ladder.parts.items():
+        assert len(values) == 2 and min(values) > 0, part
 
 
 async def test_the_session_gives_a_full_window_and_the_c_calls_run_over_it() -> None:

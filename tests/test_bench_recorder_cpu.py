@@ -2,9 +2,10 @@
 its calls into C alone, made over the very rows coach encoded.
 
 No timing is asserted: the figures are the bench's. What is held is that both parts run
-over a real workload — every message and memory step :func:`raw_batches` produced is
-opened again and its envelope unpickled, so a change to coach's row format that the C
-calls no longer match fails here instead of measuring something else.
+over a real workload: every message and memory step :func:`raw_batches` produced is
+opened again and its envelope unpickled, so rows the C calls cannot open or unpickle
+fail here. (Whether the calls match coach's in number and size is the bench's own
+reading, not checked here.)
 """
 
 from __future__ import annotations
