@@ -82,7 +82,7 @@ from coach.store import WriteOp
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
 from .rawrows import RawAsyncpg, RawBatch, RawOverSQLAlchemy, pg_statements, raw_batches
-from .recorder_cpu import BATCH, new_sessions, pg_repo, record, workload
+from .recorder_cpu import BATCH, SIGNED_PREFIX, new_sessions, pg_repo, record, workload
 from .storage_speed import RawCoachRows, decoding, sealed_rows, write_turn_rows
 from .text import Turn, turns
 
@@ -517,9 +517,10 @@ def c_calls(
 ) -> Callable[[], None]:
     """The C calls of a resume's decode, alone: every sealed blob of ``window`` and
     ``steps`` (as :meth:`RawCoachRows.resume_rows` returns them) sealed again under a
-    fresh key with associated data of the same length, its step's signature computed
-    over a message of the same length, its pickle loaded — with the blobs, the data and
-    the pickles made before, so only the calls into C and their loop remain."""
+    fresh key with the same associated data, its step's signature computed over a
+    message of about the same length (what coach signs), its pickle loaded — with the
+    blobs, the data and the pickles made before, so only the calls into C and their loop
+    remain."""
     aead = AESGCM(new_data_key())
     opens: list[tuple[bytes, bytes, bytes]] = []
     for _, role, content, at in window:
@@ -536,7 +537,8 @@ def c_calls(
             text = sealer.open("session_conversations", "content", bound, row.content)
             said = bytes(4) + text.encode()
         macs.append(bytes(SIGNED_PREFIX) + said + payload)
-        pickles.append(zlib.decompress(payload) if payload[:1] == b"\x78" else payload)
+        packed = payload[:1] == b"x"  # a zlib stream (a pickle starts with 0x80)
+        pickles.append(zlib.decompress(payload) if packed else payload)
     key = new_data_key()
 
     def calls() -> None:
@@ -548,11 +550,6 @@ def c_calls(
             pickle.loads(data)
 
     return calls
-
-
-SIGNED_PREFIX = 90
-"""What a step's signature covers besides its payload and text (domain, codec, version,
-session, position): about this many bytes."""
 
 
 def _resealed(aead: AESGCM, size: int, ad: bytes) -> tuple[bytes, bytes, bytes]:
