@@ -60,7 +60,6 @@ import statistics
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -82,8 +81,23 @@ from coach.store import WriteOp
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, turn_ops
 from .measure import sqlite_dir, sqlite_url, table
 from .rawrows import RawAsyncpg, RawBatch, RawOverSQLAlchemy, pg_statements, raw_batches
-from .recorder_cpu import BATCH, SIGNED_PREFIX, new_sessions, pg_repo, record, workload
-from .storage_speed import RawCoachRows, decoding, sealed_rows, write_turn_rows
+from .recorder_cpu import (
+    BATCH,
+    SIGNED_PREFIX,
+    new_sessions,
+    pg_repo,
+    pickled,
+    record,
+    workload,
+)
+from .storage_speed import (
+    RawCoachRows,
+    decoding,
+    measured,
+    rotate,
+    sealed_rows,
+    write_turn_rows,
+)
 from .text import Turn, turns
 
 COMMAND = "python -m bench.profiles"
@@ -537,8 +551,7 @@ def c_calls(
             text = sealer.open("session_conversations", "content", bound, row.content)
             said = bytes(4) + text.encode()
         macs.append(bytes(SIGNED_PREFIX) + said + payload)
-        packed = payload[:1] == b"x"  # a zlib stream (a pickle starts with 0x80)
-        pickles.append(zlib.decompress(payload) if packed else payload)
+        pickles.append(pickled(payload)[0])
     key = new_data_key()
 
     def calls() -> None:
@@ -559,9 +572,10 @@ def _resealed(aead: AESGCM, size: int, ad: bytes) -> tuple[bytes, bytes, bytes]:
 
 async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
     """Each round, ``reads`` reads of each part of a live resume of a ``size``-turn
-    session, in an order that rotates (process CPU of all threads, a collection before
-    each): coach's layers from an empty unit of work up to the live resume, and beside
-    them raw's read, the decode's C calls, coach's decode and the floor."""
+    session, in an order that rotates (:func:`~.storage_speed.rotate`; process CPU of
+    all threads, a collection before each): coach's layers from an empty unit of work up
+    to the live resume, and beside them raw's read, the decode's C calls, coach's decode
+    and the floor."""
     parts: dict[str, list[float]] = {
         k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_WORK, R_FLOOR, *RESUME_LAYERS)
     }
@@ -612,12 +626,10 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
                 for _ in range(5):
                     await run()
             for r in range(rounds):
-                for part in list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]:
-                    gc.collect()
-                    start = time.process_time()
-                    for _ in range(reads):
-                        await runs[part]()
-                    parts[part].append((time.process_time() - start) / reads * 1e6)
+                for part in rotate(list(runs), r):
+                    run = runs[part]
+                    batch = await measured(reads, lambda _n: run())  # noqa: B023 (awaited here)
+                    parts[part].append(batch.cpu_per_op * 1e6)
         finally:
             await peer.aclose()
             await raw.aclose()

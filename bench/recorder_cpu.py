@@ -343,8 +343,8 @@ def c_calls(ops: Sequence[Any]) -> Callable[[], None]:
             texts.append((b"s" + said[-1], ad))
         for (sid, seq, *_, sealed), link in zip(rows.steps, rows.links, strict=True):
             payload = sealer.open("agent_steps", "payload", (sid, seq), sealed)
-            packed = payload[:1] == b"x"  # a zlib stream (a pickle starts with 0x80)
-            envelope = pickle.loads(zlib.decompress(payload) if packed else payload)
+            data, packed = pickled(payload)
+            envelope = pickle.loads(data)
             # A step whose message is in the batch leaves its text out, and signs it.
             prefix = bytes(SIGNED_PREFIX) + (b"" if link is None else bytes(4) + said[link])
             ad = associated("agent_steps", "payload", (sid, seq))
@@ -362,6 +362,12 @@ def c_calls(ops: Sequence[Any]) -> Callable[[], None]:
             aead.encrypt(os.urandom(12), b"b" + data, ad)
 
     return calls
+
+
+def pickled(payload: bytes) -> tuple[bytes, bool]:
+    """A stored memory step's pickle, and whether coach compressed it."""
+    packed = payload[:1] == b"x"  # a zlib stream (a pickle starts with 0x80)
+    return (zlib.decompress(payload) if packed else payload), packed
 
 
 SIGNED_PREFIX = 90
