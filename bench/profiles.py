@@ -508,6 +508,11 @@ R_C = (
     "for scale: the decode's calls into C alone, on blobs of the same sizes — 100 "
     "AES-GCM opens, 50 HMAC-SHA256, 50 unpickles (`pickle.loads`) — and nothing around them"
 )
+R_HAND = (
+    "for scale: the contract's decode of those rows written by hand (`bench.handwritten`), "
+    "no database — the same opens, checks and allow-listed unpickles into `ChatMessage`s, "
+    "in one loop and nothing else"
+)
 R_WORK = (
     "for scale: coach's decode of those rows, no database — 50 messages and 50 steps "
     "opened, 50 signatures checked, 50 `ChatMessage`s unpickled through the allow-list"
@@ -574,10 +579,10 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
     """Each round, ``reads`` reads of each part of a live resume of a ``size``-turn
     session, in an order that rotates (:func:`~.storage_speed.rotate`; process CPU of
     all threads, a collection before each): coach's layers from an empty unit of work up
-    to the live resume, and beside them raw's read, the decode's C calls, coach's decode
-    and the floor."""
+    to the live resume, and beside them raw's read, the decode's C calls, the decode by
+    hand, coach's decode and the floor."""
     parts: dict[str, list[float]] = {
-        k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_WORK, R_FLOOR, *RESUME_LAYERS)
+        k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_HAND, R_WORK, R_FLOOR, *RESUME_LAYERS)
     }
     with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
         handle = await prepared_session(directory / "r.db", size)
@@ -614,6 +619,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
             R_PEER: lambda: peer.read_window(session),
             R_RAW: lambda: raw.resume_rows(first=first),
             R_C: c_work,
+            R_HAND: lambda: decode(by_hand=True),
             R_WORK: decode,
             R_FLOOR: lambda: decode(read=True),
             R_UNIT: lambda: repo.database.run(lambda _conn: None, write=False, what="bench"),

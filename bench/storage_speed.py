@@ -76,6 +76,7 @@ from coach.persistence.memory import decode_or_empty
 from coach.persistence.schema import utcnow
 
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items, turn_ops
+from .handwritten import hand_decode
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url
 from .text import Turn, turns
 
@@ -92,6 +93,10 @@ transaction, then opened, verified and unpickled as ``resume_session`` does. coa
 without its storage layer: no change to that layer can bring coach below it."""
 STEP_COLUMNS = ("session_id", "seq", "codec", "version", "signature", "payload")
 """A step row's columns as raw writes them (its message's id follows)."""
+HAND = "floor by hand: raw sqlite3's read and the contract's decode written by hand, in one call"
+"""Per read: what ``resume_session`` reads, read by raw, then opened, verified and
+unpickled into chat items by :func:`bench.handwritten.hand_decode` — the contract's work
+and nothing else: the least any Python implementation of it costs."""
 WORK = "coach's own work, no database"
 """Per turn: what coach does besides SQL — the ops checked, the steps pickled and signed,
 every personal field sealed; per read: the window's messages and the steps opened,
@@ -442,6 +447,7 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
             RAW: lambda _n: raw.read_resume(),
             WORK: lambda _n: decode(),
             FLOOR: lambda _n: decode(read=True),
+            HAND: lambda _n: decode(read=True, by_hand=True),
         }
         try:
             for read in readers.values():  # warm-up: statement caches, first connections
@@ -475,16 +481,21 @@ async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[..., Awai
     """:data:`WORK` for a resume: the window's 50 messages and the steps from the oldest
     of them on, read once (by ``raw``), then — each call — opened, verified and unpickled
     with coach's own functions, as ``resume_session`` does after its SQL. With
-    ``read=True`` (:data:`FLOOR`) each call reads them again first."""
+    ``read=True`` (:data:`FLOOR`) each call reads them again first; with ``by_hand=True``
+    (:data:`HAND`) the decode is :func:`~bench.handwritten.hand_decode`'s."""
     sid = raw.session_id
     sealer = await coach.repo.vault.sealer(coach.user_id)
     assert sealer is not None
     once = await raw.resume_rows()
     codec = StepCodec(SECRET)
+    aead = sealer._aead  # the person's cipher, for the hand-written decode
 
-    async def decode(read: bool = False) -> int:
+    async def decode(read: bool = False, by_hand: bool = False) -> int:
         at = once[1][0].seq if once[1] else once[2]
         window, steps, stored = await raw.resume_rows(first=at) if read else once
+        if by_hand:
+            texts, steps_by_hand = hand_decode(aead, SECRET, sid, window, steps)
+            return len(texts) + len(steps_by_hand)
         first = steps[0].seq if steps else stored
         known = {
             message_id: open_content(sealer, sid, utc(at), role, content)
