@@ -31,7 +31,11 @@ threads): the floor — the turn planned and sealed as coach does it, written by
 sqlite3 on a thread of its own —, the same statements in SQLAlchemy's own connection and
 transaction, then in coach's unit of work (``Database.run``), ``Plan.apply`` instead of
 them, and the whole ``write_batch``; each layer's cost is what it adds to the one under
-it. A thread hand-off alone gives the scale.
+it. A thread hand-off alone gives the scale; beside them, in the same rounds, the peer
+(agents' ``SQLiteSession`` adding the turn's two items), the least by hand (the turn's
+rows made by :mod:`bench.handwritten`, then raw's statements) and the seed API's stack
+floor (those rows by hand in the three SQLAlchemy transactions the seed API's three
+calls are). Every row is also given over the peer, round by round.
 
 Last, the same ladder for a recorder's batch on PostgreSQL (``--pg-parts-turns`` turns
 of each of 50 conversations per round, in batches of 100 ops, per message): raw asyncpg
@@ -42,7 +46,8 @@ And the same for a live resume at ``--resume-turns`` turns (``--parts-rounds`` r
 100 reads of each part): coach's unit of work doing nothing, ``read_resume`` in it (the
 statements, the window opened, the records), the steps decoded (``resume_session``), the
 recorder flushed first (the live resume); beside them the peer's read, raw sqlite3's read
-of the same rows, the decode's calls into C alone, coach's decode and the floor.
+of the same rows, the decode's calls into C alone, the decode by hand
+(:mod:`bench.handwritten`), coach's decode and the floor; each also over the peer.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ from coach.persistence.schema import utcnow
 from coach.store import WriteOp
 
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, turn_ops
+from .handwritten import hand_batches
 from .measure import sqlite_dir, sqlite_url, table
 from .rawrows import RawAsyncpg, RawBatch, RawOverSQLAlchemy, pg_statements, raw_batches
 from .recorder_cpu import (
@@ -92,7 +98,10 @@ from .recorder_cpu import (
 )
 from .storage_speed import (
     RawCoachRows,
+    claim_steps,
     decoding,
+    insert_message,
+    insert_steps,
     measured,
     rotate,
     sealed_rows,
@@ -299,6 +308,16 @@ async def profile_recorder(count: int, top: int) -> ProfileResult:
 # --- a turn, layer by layer, without the profiler ------------------------------------------
 
 HAND_OFF = "for scale: a thread hand-off alone (a no-op on a worker thread; every store pays one)"
+T_PEER = "for scale: the peer, agents `SQLiteSession.add_items` of the turn's two items"
+T_HAND = (
+    "for scale: the least by hand — the turn's rows made by hand (`bench.handwritten`), "
+    "then raw sqlite3's claim, two INSERTs and COMMIT on a thread of its own"
+)
+T_SEED = (
+    "for scale: the seed API's stack floor — the layer above's rows by hand, in the three "
+    "SQLAlchemy transactions its three calls are (a message, a message, the claim and the "
+    "steps), each `engine.connect()` and `begin()` on a thread of its own"
+)
 FLOOR = (
     "the floor: the turn planned and sealed on the loop (`Plan.of`, `seal_row`), then raw "
     "sqlite3's claim, two INSERTs and COMMIT on a thread of its own"
@@ -327,6 +346,8 @@ class Ladder:
     title: str
     layers: tuple[str, ...]
     parts: dict[str, list[float]]
+    anchor: str | None = None
+    """The peer's row, when the ladder has one: every row is also given over it."""
 
 
 async def turn_parts(rounds: int, count: int) -> Ladder:
@@ -334,18 +355,25 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
     up to the whole ``write_batch``, one layer added at a time — in an order that
     rotates (process CPU of all threads, a collection before each): what each layer of
     coach's write path costs, with no profiler's overhead on every Python call."""
-    parts: dict[str, list[float]] = {k: [] for k in (HAND_OFF, *LAYERS)}
+    parts: dict[str, list[float]] = {k: [] for k in (HAND_OFF, T_PEER, T_HAND, T_SEED, *LAYERS)}
     texts = turns(4, rounds * count)
     with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
         coach = CoachBackend(sqlite_url(directory / "t.db"))
         await coach.open()
+        peer = AgentsSQLiteBackend(directory / "a.db")
+        await peer.open()
+        session = await peer.new_session("s")
+        await session.get_items(limit=1)  # its tables, outside the timing
+        items = [peer.items(session, t) for t in texts]
         repo, loop = coach.repo, asyncio.get_running_loop()
         engine = repo.database.sync_engine
-        sessions = {layer: (await coach.new_session(layer)).id for layer in LAYERS}
-        raw = RawCoachRows(directory / "t.db")
+        apart = (*LAYERS, T_HAND, T_SEED)
+        sessions = {layer: (await coach.new_session(layer)).id for layer in apart}
+        raw, by_hand = RawCoachRows(directory / "t.db"), RawCoachRows(directory / "t.db")
         await raw.open(sessions[FLOOR])
+        await by_hand.open(sessions[T_HAND])
         sealer = await repo.vault.sealer(coach.user_id)
-        codec, stored = StepCodec(SECRET), dict.fromkeys(LAYERS, 0)
+        codec, stored = StepCodec(SECRET), dict.fromkeys(apart, 0)
 
         def planned(layer: str, n: int) -> Plan:
             sid, start = sessions[layer], stored[layer]
@@ -377,6 +405,37 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
 
             await loop.run_in_executor(thread, transaction)
 
+        async def least(n: int) -> None:
+            sid, start = sessions[T_HAND], stored[T_HAND]
+            stored[T_HAND] += 2
+            (rows,) = hand_batches(turn_ops(sid, start, texts[n]), SECRET, sealer._aead)
+            said = [(role, content) for _, role, content in rows.messages]
+            await by_hand.write_rows(start, said, rows.steps, rows.now)
+
+        async def seed(n: int) -> None:
+            plan, sid = planned(T_SEED, n), sessions[T_SEED]
+            said, steps = sealed_rows(plan, sealer)
+            start, at = plan.appends[sid][0], plan.now.replace(tzinfo=None).isoformat(" ")
+            ids: list[int] = []
+
+            def transaction(write: Callable[[sqlite3.Connection], None]) -> None:
+                with engine.connect() as conn, conn.begin():
+                    driver_sql(conn, "BEGIN IMMEDIATE")
+                    write(cast(sqlite3.Connection, conn.connection.dbapi_connection))
+
+            for role, content in said:
+                await loop.run_in_executor(
+                    thread,
+                    transaction,
+                    lambda db, r=role, c=content: ids.append(insert_message(db, sid, r, c, at)),
+                )
+
+            def claimed(db: sqlite3.Connection) -> None:
+                claim_steps(db, sid, start, len(steps))
+                insert_steps(db, sid, steps, ids)
+
+            await loop.run_in_executor(thread, transaction, claimed)
+
         async def unit(n: int) -> None:
             await repo.database.run(statements(UNIT, n), write=True, what="bench")
 
@@ -394,6 +453,9 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
 
         runs: dict[str, Callable[[int], Awaitable[object]]] = {
             HAND_OFF: lambda _n: loop.run_in_executor(thread, lambda: None),
+            T_PEER: lambda n: peer.write_turn(session, items[n]),
+            T_HAND: least,
+            T_SEED: seed,
             FLOOR: floor,
             SQLALCHEMY: bare,
             UNIT: unit,
@@ -409,9 +471,12 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                         await runs[part](n)
                     parts[part].append((time.process_time() - start) / count * 1e6)
         finally:
+            await peer.aclose()
+            await by_hand.aclose()
             await raw.aclose()
             await coach.aclose()
-    return Ladder(f"a one-turn write, layer by layer ({rounds} rounds × {count:,})", LAYERS, parts)
+    title = f"a one-turn write, layer by layer ({rounds} rounds × {count:,})"
+    return Ladder(title, LAYERS, parts, T_PEER)
 
 
 PG_FLOOR = (
@@ -641,7 +706,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
             await raw.aclose()
             await coach.aclose()
     title = f"a live resume at {size:,} turns, layer by layer ({rounds} rounds × {reads:,})"
-    return Ladder(title, RESUME_LAYERS, parts)
+    return Ladder(title, RESUME_LAYERS, parts, R_PEER)
 
 
 def parts_report(r: Ladder) -> str:
@@ -656,12 +721,17 @@ def parts_report(r: Ladder) -> str:
             added = f"{statistics.median(steps):+.1f} ({min(steps):+.1f} to {max(steps):+.1f})"
         median, low, high = statistics.median(values), min(values), max(values)
         rows.append([part, f"{median:.1f}", f"{low:.1f}–{high:.1f}", added])
+        if r.anchor is not None:
+            over = [a / b for a, b in zip(values, r.parts[r.anchor], strict=True)]
+            rows[-1].append(f"{statistics.median(over):.2f}× ({min(over):.2f}–{max(over):.2f})")
     header = [
         r.title,
         "CPU µs, median",
         "range",
         "added by the layer, µs (median of rounds, range)",
     ]
+    if r.anchor is not None:
+        header.append("/ the peer (median of rounds, range)")
     return table(header, rows)
 
 

@@ -155,14 +155,38 @@ def write_turn_rows(
     """In the caller's transaction: the session's claim of its steps' positions, the
     messages ``(role, content)`` stamped ``at``, and the step rows (:data:`STEP_COLUMNS`),
     each linked to its message, in order."""
-    claim = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?"
-    if conn.execute(claim, (start + len(steps), session_id, start)).rowcount != 1:
-        raise RuntimeError(f"stale claim of {session_id} at {start}")
+    claim_steps(conn, session_id, start, len(steps))
+    ids = [insert_message(conn, session_id, role, text, at) for role, text in said]
+    insert_steps(conn, session_id, steps, ids)
+
+
+def insert_message(
+    conn: sqlite3.Connection, session_id: str, role: str, content: object, at: str
+) -> int:
+    """One conversation row stamped ``at``; its id."""
     insert = (
         "INSERT INTO session_conversations (session_id, phase_id, role, content, "
         "interrupted, created_at) VALUES (?, NULL, ?, ?, 0, ?)"
     )
-    ids = [conn.execute(insert, (session_id, role, text, at)).lastrowid for role, text in said]
+    found = conn.execute(insert, (session_id, role, content, at)).lastrowid
+    assert found is not None
+    return found
+
+
+def claim_steps(conn: sqlite3.Connection, session_id: str, start: int, count: int) -> None:
+    """The session's claim of ``count`` memory positions from ``start``."""
+    claim = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?"
+    if conn.execute(claim, (start + count, session_id, start)).rowcount != 1:
+        raise RuntimeError(f"stale claim of {session_id} at {start}")
+
+
+def insert_steps(
+    conn: sqlite3.Connection,
+    session_id: str,
+    steps: Sequence[tuple[Any, ...]],
+    ids: Sequence[int],
+) -> None:
+    """The step rows (:data:`STEP_COLUMNS`), the ``n``-th linked to message ``ids[n]``."""
     conn.executemany(
         "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, "
         "message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -226,10 +250,15 @@ class RawCoachRows:
         await self.write_rows(prepared[0], said, prepared[1])
 
     async def write_rows(
-        self, start: int, said: Sequence[tuple[str, object]], steps: Sequence[tuple[Any, ...]]
+        self,
+        start: int,
+        said: Sequence[tuple[str, object]],
+        steps: Sequence[tuple[Any, ...]],
+        at: datetime | None = None,
     ) -> None:
-        """:func:`write_turn_rows` in a transaction of its own, committed: one hand-off."""
-        now = datetime.now(UTC).replace(tzinfo=None).isoformat(" ")
+        """:func:`write_turn_rows` in a transaction of its own, committed: one hand-off.
+        ``at``: the messages' time, which their seals bind (default: now)."""
+        now = (at or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None).isoformat(" ")
 
         def unit() -> None:
             conn = self.conn
@@ -243,7 +272,7 @@ class RawCoachRows:
     async def write_plan(self, plan: Plan, sealer: Sealer) -> None:
         """A planned turn of this session, sealed (:func:`sealed_rows`), then written."""
         said, steps = sealed_rows(plan, sealer)
-        await self.write_rows(plan.appends[self.session_id][0], said, steps)
+        await self.write_rows(plan.appends[self.session_id][0], said, steps, plan.now)
 
     async def read_resume(self, max_pairs: int = 25, max_steps: int = 100) -> int:
         """The rows ``resume_session`` reads, undecoded: one hand-off."""

@@ -7,19 +7,21 @@ claims and links, the same signatures, and payloads and texts that open to the s
 bytes under the person's key), and what it reads back from a session coach wrote is
 what coach's decode gives — the same texts, the same chat items — and a step whose
 signature does not match is refused, as coach refuses it. No timing is asserted: the
-figures are the bench's.
+figures are the bench's. And a turn it writes through raw's writer — the turn ladder's
+least by hand — is one coach resumes as its own.
 """
 
 from __future__ import annotations
 
 import pytest
-from bench.backends import SECRET, CoachBackend
+from bench.backends import SECRET, CoachBackend, turn_ops
 from bench.handwritten import hand_batches, hand_decode
 from bench.measure import sqlite_dir, sqlite_url
 from bench.profiles import prepared_session
 from bench.rawrows import RawBatch, raw_batches
 from bench.recorder_cpu import workload
 from bench.storage_speed import RawCoachRows
+from bench.text import turns
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from coach.persistence.codec import StepCodec
@@ -93,3 +95,32 @@ async def test_it_reads_what_coach_reads() -> None:
     forged = steps[7]._replace(signature=bytes(16))
     with pytest.raises(ValueError, match="signature mismatch"):
         hand_decode(sealer._aead, SECRET, sid, window, [*steps[:7], forged, *steps[8:]])
+
+
+async def test_coach_resumes_the_turns_it_writes_through_raw() -> None:
+    texts = turns(3, 30)
+    with sqlite_dir() as directory:
+        handle = await prepared_session(directory / "r.db")
+        coach = CoachBackend(sqlite_url(directory / "r.db"))
+        await coach.open()
+        raw = RawCoachRows(directory / "r.db")
+        await raw.open(handle.id)
+        try:
+            sealer = await coach.repo.vault.sealer(coach.user_id)
+            for n, turn in enumerate(texts):
+                ops = turn_ops(handle.id, 2 * n, turn)
+                (rows,) = hand_batches(ops, SECRET, sealer._aead)
+                said = [(role, content) for _, role, content in rows.messages]
+                await raw.write_rows(2 * n, said, rows.steps, rows.now)
+            await coach.complete_phase(handle)
+            resumed = await coach.repo.resume_session(handle.id, user_id=coach.user_id)
+        finally:
+            await raw.aclose()
+            await coach.aclose()
+
+    spoken = [text for turn in texts[-25:] for text in (turn.user, turn.assistant)]
+    assert [step.content[0] for step in resumed.memory] == spoken
+    assert [m.content for m in resumed.context.history[-2:]] == [
+        texts[-1].user,
+        texts[-1].assistant,
+    ]
