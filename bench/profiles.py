@@ -32,10 +32,11 @@ sqlite3 on a thread of its own —, the same statements in SQLAlchemy's own conn
 transaction, then in coach's unit of work (``Database.run``), ``Plan.apply`` instead of
 them, and the whole ``write_batch``; each layer's cost is what it adds to the one under
 it. A thread hand-off alone gives the scale; beside them, in the same rounds, the peer
-(agents' ``SQLiteSession`` adding the turn's two items), the least by hand (the turn's
-rows made by :mod:`bench.handwritten`, then raw's statements) and the seed API's stack
-floor (those rows by hand in the three SQLAlchemy transactions the seed API's three
-calls are). Every row is also given over the peer, round by round.
+(agents' ``SQLiteSession`` adding the turn's two items), the turn by hand (its rows made
+by :mod:`bench.handwritten`, then raw's statements; and the same in one SQLAlchemy
+transaction) and the seed API by hand in SQLAlchemy (its three calls' rows made by hand,
+each call a SQLAlchemy transaction). Every row is also given over the peer, round by
+round.
 
 Last, the same ladder for a recorder's batch on PostgreSQL (``--pg-parts-turns`` turns
 of each of 50 conversations per round, in batches of 100 ops, per message): raw asyncpg
@@ -68,6 +69,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -310,13 +312,18 @@ async def profile_recorder(count: int, top: int) -> ProfileResult:
 HAND_OFF = "for scale: a thread hand-off alone (a no-op on a worker thread; every store pays one)"
 T_PEER = "for scale: the peer, agents `SQLiteSession.add_items` of the turn's two items"
 T_HAND = (
-    "for scale: the least by hand — the turn's rows made by hand (`bench.handwritten`), "
-    "then raw sqlite3's claim, two INSERTs and COMMIT on a thread of its own"
+    "for scale: by hand — the turn's rows made by hand (`bench.handwritten`), then raw "
+    "sqlite3's claim, two INSERTs and COMMIT on a thread of its own"
+)
+T_STACK = (
+    "for scale: by hand in SQLAlchemy — the turn's rows made by hand, then the same "
+    "statements in one SQLAlchemy transaction (`engine.connect()`, `begin()`) on a thread"
 )
 T_SEED = (
-    "for scale: the seed API's stack floor — the layer above's rows by hand, in the three "
-    "SQLAlchemy transactions its three calls are (a message, a message, the claim and the "
-    "steps), each `engine.connect()` and `begin()` on a thread of its own"
+    "for scale: the seed API by hand in SQLAlchemy — its three calls' rows made by hand "
+    "as it stores them (the steps whole, linked to no message), each call a SQLAlchemy "
+    "transaction of its own (`engine.connect()`, `begin()`) on a thread, the third "
+    "reading the stored step count before its claim"
 )
 FLOOR = (
     "the floor: the turn planned and sealed on the loop (`Plan.of`, `seal_row`), then raw "
@@ -350,12 +357,18 @@ class Ladder:
     """The peer's row, when the ladder has one: every row is also given over it."""
 
 
+def _message(db: sqlite3.Connection, *, sid: str, role: str, content: object, at: str) -> None:
+    insert_message(db, sid, role, content, at)
+
+
 async def turn_parts(rounds: int, count: int) -> Ladder:
     """Each round, ``count`` turns of each layer — from coach without its storage layer
     up to the whole ``write_batch``, one layer added at a time — in an order that
     rotates (process CPU of all threads, a collection before each): what each layer of
     coach's write path costs, with no profiler's overhead on every Python call."""
-    parts: dict[str, list[float]] = {k: [] for k in (HAND_OFF, T_PEER, T_HAND, T_SEED, *LAYERS)}
+    parts: dict[str, list[float]] = {
+        k: [] for k in (HAND_OFF, T_PEER, T_HAND, T_STACK, T_SEED, *LAYERS)
+    }
     texts = turns(4, rounds * count)
     with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
         coach = CoachBackend(sqlite_url(directory / "t.db"))
@@ -367,18 +380,22 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         items = [peer.items(session, t) for t in texts]
         repo, loop = coach.repo, asyncio.get_running_loop()
         engine = repo.database.sync_engine
-        apart = (*LAYERS, T_HAND, T_SEED)
+        apart = (*LAYERS, T_HAND, T_STACK, T_SEED)
         sessions = {layer: (await coach.new_session(layer)).id for layer in apart}
         raw, by_hand = RawCoachRows(directory / "t.db"), RawCoachRows(directory / "t.db")
         await raw.open(sessions[FLOOR])
         await by_hand.open(sessions[T_HAND])
         sealer = await repo.vault.sealer(coach.user_id)
-        codec, stored = StepCodec(SECRET), dict.fromkeys(apart, 0)
+        codec = StepCodec(SECRET)
+        # Every turn's ops (its chat items) made before the timer, as the peer's items
+        # are: turn n of each layer's session starts at step 2n.
+        ops = {
+            layer: [turn_ops(sessions[layer], 2 * n, t) for n, t in enumerate(texts)]
+            for layer in apart
+        }
 
         def planned(layer: str, n: int) -> Plan:
-            sid, start = sessions[layer], stored[layer]
-            stored[layer] += 2
-            return Plan.of(turn_ops(sid, start, texts[n]), codec, utcnow)
+            return Plan.of(ops[layer][n], codec, utcnow)
 
         async def floor(n: int) -> None:
             await raw.write_plan(planned(FLOOR, n), sealer)
@@ -406,35 +423,42 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             await loop.run_in_executor(thread, transaction)
 
         async def least(n: int) -> None:
-            sid, start = sessions[T_HAND], stored[T_HAND]
-            stored[T_HAND] += 2
-            (rows,) = hand_batches(turn_ops(sid, start, texts[n]), SECRET, sealer._aead)
+            (rows,) = hand_batches(ops[T_HAND][n], SECRET, sealer._aead)
             said = [(role, content) for _, role, content in rows.messages]
-            await by_hand.write_rows(start, said, rows.steps, rows.now)
+            await by_hand.write_rows(2 * n, said, rows.steps, rows.now)
+
+        def transaction(write: Callable[[sqlite3.Connection], None]) -> None:
+            with engine.connect() as conn, conn.begin():
+                driver_sql(conn, "BEGIN IMMEDIATE")
+                write(cast(sqlite3.Connection, conn.connection.dbapi_connection))
+
+        async def stack(n: int) -> None:
+            (rows,) = hand_batches(ops[T_STACK][n], SECRET, sealer._aead)
+            said = [(role, content) for _, role, content in rows.messages]
+            at, sid = rows.now.replace(tzinfo=None).isoformat(" "), sessions[T_STACK]
+            write = partial(write_turn_rows, session_id=sid, start=2 * n, said=said)
+            write = partial(write, steps=rows.steps, at=at)
+            await loop.run_in_executor(thread, transaction, write)
 
         async def seed(n: int) -> None:
-            plan, sid = planned(T_SEED, n), sessions[T_SEED]
-            said, steps = sealed_rows(plan, sealer)
-            start, at = plan.appends[sid][0], plan.now.replace(tzinfo=None).isoformat(" ")
-            ids: list[int] = []
-
-            def transaction(write: Callable[[sqlite3.Connection], None]) -> None:
-                with engine.connect() as conn, conn.begin():
-                    driver_sql(conn, "BEGIN IMMEDIATE")
-                    write(cast(sqlite3.Connection, conn.connection.dbapi_connection))
-
-            for role, content in said:
+            sid = sessions[T_SEED]
+            for op in ops[T_SEED][n][:2]:  # the two messages, a call each
+                (rows,) = hand_batches([op], SECRET, sealer._aead)
+                ((_, role, content),) = rows.messages
+                at = rows.now.replace(tzinfo=None).isoformat(" ")
                 await loop.run_in_executor(
                     thread,
                     transaction,
-                    lambda db, r=role, c=content: ids.append(insert_message(db, sid, r, c, at)),
+                    partial(_message, sid=sid, role=role, content=content, at=at),
                 )
+            (rows,) = hand_batches(ops[T_SEED][n][2:], SECRET, sealer._aead)
 
-            def claimed(db: sqlite3.Connection) -> None:
-                claim_steps(db, sid, start, len(steps))
-                insert_steps(db, sid, steps, ids)
+            def append(db: sqlite3.Connection) -> None:
+                db.execute("SELECT memory_steps FROM sessions WHERE id = ?", (sid,)).fetchone()
+                claim_steps(db, sid, 2 * n, len(rows.steps))
+                insert_steps(db, sid, rows.steps, [None] * len(rows.steps))
 
-            await loop.run_in_executor(thread, transaction, claimed)
+            await loop.run_in_executor(thread, transaction, append)
 
         async def unit(n: int) -> None:
             await repo.database.run(statements(UNIT, n), write=True, what="bench")
@@ -447,14 +471,13 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             )
 
         async def whole(n: int) -> None:
-            sid, start = sessions[WHOLE], stored[WHOLE]
-            stored[WHOLE] += 2
-            await repo.write_batch(turn_ops(sid, start, texts[n]))
+            await repo.write_batch(ops[WHOLE][n])
 
         runs: dict[str, Callable[[int], Awaitable[object]]] = {
             HAND_OFF: lambda _n: loop.run_in_executor(thread, lambda: None),
             T_PEER: lambda n: peer.write_turn(session, items[n]),
             T_HAND: least,
+            T_STACK: stack,
             T_SEED: seed,
             FLOOR: floor,
             SQLALCHEMY: bare,

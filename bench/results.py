@@ -255,7 +255,7 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
             raw_ratios(r.load, r.load.sqlalchemy),
         ),
     ]
-    least = "least by hand: raw + the rows encoded by hand (`bench.handwritten`) / raw"
+    least = "by hand: raw + the rows encoded by hand (`bench.handwritten`) / raw"
     floors += [(f"{least}, {rec.db} {rec.name}", rec.hand_ratios) for rec in r.recorder]
     for label, found in floors:
         if found:
@@ -264,7 +264,7 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         label = f"floor in {what}: raw sqlite3 and coach's own work / SQLiteSession"
         plain(label, *_ratio(batches, ss.FLOOR, ss.PEER))
     plain(
-        "least by hand in a resume: raw sqlite3's read and the contract's decode by hand "
+        "by hand, a resume: raw sqlite3's read, then the contract's decode written by hand "
         "(`bench.handwritten`) / SQLiteSession",
         *_ratio(r.resume, ss.HAND, ss.PEER),
     )

@@ -93,10 +93,10 @@ transaction, then opened, verified and unpickled as ``resume_session`` does. coa
 without its storage layer: no change to that layer can bring coach below it."""
 STEP_COLUMNS = ("session_id", "seq", "codec", "version", "signature", "payload")
 """A step row's columns as raw writes them (its message's id follows)."""
-HAND = "floor by hand: raw sqlite3's read and the contract's decode written by hand, in one call"
+HAND = "by hand: raw sqlite3's read, then the contract's decode written by hand"
 """Per read: what ``resume_session`` reads, read by raw, then opened, verified and
 unpickled into chat items by :func:`bench.handwritten.hand_decode` — the contract's work
-and nothing else: the least any Python implementation of it costs."""
+with no layer around it (a hand-tuned reference, not a proven minimum)."""
 WORK = "coach's own work, no database"
 """Per turn: what coach does besides SQL — the ops checked, the steps pickled and signed,
 every personal field sealed; per read: the window's messages and the steps opened,
@@ -184,9 +184,10 @@ def insert_steps(
     conn: sqlite3.Connection,
     session_id: str,
     steps: Sequence[tuple[Any, ...]],
-    ids: Sequence[int],
+    ids: Sequence[int | None],
 ) -> None:
-    """The step rows (:data:`STEP_COLUMNS`), the ``n``-th linked to message ``ids[n]``."""
+    """The step rows (:data:`STEP_COLUMNS`), the ``n``-th linked to message ``ids[n]``
+    (``None``: to none)."""
     conn.executemany(
         "INSERT INTO agent_steps (session_id, seq, codec, version, signature, payload, "
         "message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
