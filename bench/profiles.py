@@ -66,8 +66,9 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -221,6 +222,24 @@ async def prepared_session(path: Path, loaded: int = 0) -> CoachSession:
         await loader.bulk_load(handle, turns(loaded, loaded))
     await loader.aclose()
     return handle
+
+
+@asynccontextmanager
+async def resumable(
+    path: Path, size: int
+) -> AsyncIterator[tuple[CoachSession, CoachBackend, RawCoachRows]]:
+    """A new database at ``path`` with one session of ``size`` turns
+    (:func:`prepared_session`), and coach and raw open on it (closed after)."""
+    handle = await prepared_session(path, size)
+    coach = CoachBackend(sqlite_url(path))
+    await coach.open()
+    raw = RawCoachRows(path)
+    try:
+        await raw.open(handle.id)
+        yield handle, coach, raw
+    finally:
+        await raw.aclose()
+        await coach.aclose()
 
 
 async def _profile(
@@ -673,61 +692,55 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
         k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_HAND, R_WORK, R_FLOOR, *RESUME_LAYERS)
     }
     with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
-        handle = await prepared_session(directory / "r.db", size)
-        coach = CoachBackend(sqlite_url(directory / "r.db"))
-        await coach.open()
-        raw = RawCoachRows(directory / "r.db")
-        await raw.open(handle.id)
-        peer = AgentsSQLiteBackend(directory / "a.db")
-        await peer.open()
-        session = await peer.new_session("s")
-        await peer.bulk_load(session, turns(size, size))
-        repo, loop = coach.repo, asyncio.get_running_loop()
-        sealer = await repo.vault.sealer(coach.user_id)
-        window, steps, _ = await raw.resume_rows()
-        first = steps[0].seq
-        decode, calls = await decoding(coach, raw), c_calls(sealer, handle.id, window, steps)
+        async with resumable(directory / "r.db", size) as (handle, coach, raw):
+            peer = AgentsSQLiteBackend(directory / "a.db")
+            await peer.open()
+            session = await peer.new_session("s")
+            await peer.bulk_load(session, turns(size, size))
+            repo, loop = coach.repo, asyncio.get_running_loop()
+            sealer = await repo.vault.sealer(coach.user_id)
+            window, steps, _ = await raw.resume_rows()
+            first = steps[0].seq
+            decode, calls = await decoding(coach, raw), c_calls(sealer, handle.id, window, steps)
 
-        async def c_work() -> None:
-            calls()
+            async def c_work() -> None:
+                calls()
 
-        def read(conn: Connection) -> Loaded:
-            return read_resume(
-                conn,
-                handle.id,
-                user_id=coach.user_id,
-                sealer=sealer,
-                phase_ids=repo.phase_ids,
-                max_pairs=25,
-                max_steps=100,
-            )
+            def read(conn: Connection) -> Loaded:
+                return read_resume(
+                    conn,
+                    handle.id,
+                    user_id=coach.user_id,
+                    sealer=sealer,
+                    phase_ids=repo.phase_ids,
+                    max_pairs=25,
+                    max_steps=100,
+                )
 
-        runs: dict[str, Callable[[], Awaitable[object]]] = {
-            HAND_OFF: lambda: loop.run_in_executor(thread, lambda: None),
-            R_PEER: lambda: peer.read_window(session),
-            R_RAW: lambda: raw.resume_rows(first=first),
-            R_C: c_work,
-            R_HAND: lambda: decode(by_hand=True),
-            R_WORK: decode,
-            R_FLOOR: lambda: decode(read=True),
-            R_UNIT: lambda: repo.database.run(lambda _conn: None, write=False, what="bench"),
-            R_READ: lambda: repo.database.run(read, write=False, what="bench"),
-            R_DECODE: lambda: coach.read_window(handle),
-            R_LIVE: lambda: coach.live_resume(handle),
-        }
-        try:
-            for run in runs.values():  # warm-up: statement caches, first connections
-                for _ in range(5):
-                    await run()
-            for r in range(rounds):
-                for part in rotate(list(runs), r):
-                    run = runs[part]
-                    batch = await measured(reads, lambda _n: run())  # noqa: B023 (awaited here)
-                    parts[part].append(batch.cpu_per_op * 1e6)
-        finally:
-            await peer.aclose()
-            await raw.aclose()
-            await coach.aclose()
+            runs: dict[str, Callable[[], Awaitable[object]]] = {
+                HAND_OFF: lambda: loop.run_in_executor(thread, lambda: None),
+                R_PEER: lambda: peer.read_window(session),
+                R_RAW: lambda: raw.resume_rows(first=first),
+                R_C: c_work,
+                R_HAND: lambda: decode(by_hand=True),
+                R_WORK: decode,
+                R_FLOOR: lambda: decode(read=True),
+                R_UNIT: lambda: repo.database.run(lambda _conn: None, write=False, what="bench"),
+                R_READ: lambda: repo.database.run(read, write=False, what="bench"),
+                R_DECODE: lambda: coach.read_window(handle),
+                R_LIVE: lambda: coach.live_resume(handle),
+            }
+            try:
+                for run in runs.values():  # warm-up: statement caches, first connections
+                    for _ in range(5):
+                        await run()
+                for r in range(rounds):
+                    for part in rotate(list(runs), r):
+                        run = runs[part]
+                        batch = await measured(reads, lambda _n: run())  # noqa: B023 (awaited here)
+                        parts[part].append(batch.cpu_per_op * 1e6)
+            finally:
+                await peer.aclose()
     title = f"a live resume at {size:,} turns, layer by layer ({rounds} rounds × {reads:,})"
     return Ladder(title, RESUME_LAYERS, parts, R_PEER)
 

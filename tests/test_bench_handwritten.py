@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bench.backends import SECRET, CoachBackend, turn_ops
+from bench.backends import SECRET, turn_ops
 from bench.handwritten import hand_batches, hand_decode
-from bench.measure import sqlite_dir, sqlite_url
-from bench.profiles import prepared_session
+from bench.measure import sqlite_dir
+from bench.profiles import resumable
 from bench.rawrows import RawBatch, raw_batches
 from bench.recorder_cpu import workload
-from bench.storage_speed import RawCoachRows, _StepRow
+from bench.storage_speed import _StepRow
 from bench.text import turns
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from livekit.agents.llm import ChatMessage
@@ -120,17 +120,9 @@ def test_it_reads_its_rows_as_coach_reads_them() -> None:
 
 async def test_it_reads_what_coach_reads() -> None:
     with sqlite_dir() as directory:
-        handle = await prepared_session(directory / "r.db", 40)
-        coach = CoachBackend(sqlite_url(directory / "r.db"))
-        await coach.open()
-        raw = RawCoachRows(directory / "r.db")
-        await raw.open(handle.id)
-        try:
+        async with resumable(directory / "r.db", 40) as (handle, coach, raw):
             window, steps, stored = await raw.resume_rows()
             sealer = await coach.repo.vault.sealer(coach.user_id)
-        finally:
-            await raw.aclose()
-            await coach.aclose()
     sid = handle.id
     texts = {
         message_id: open_content(sealer, sid, utc(at), role, content)
@@ -152,12 +144,7 @@ async def test_it_reads_what_coach_reads() -> None:
 async def test_coach_resumes_the_turns_it_writes_through_raw() -> None:
     texts = turns(3, 30)
     with sqlite_dir() as directory:
-        handle = await prepared_session(directory / "r.db")
-        coach = CoachBackend(sqlite_url(directory / "r.db"))
-        await coach.open()
-        raw = RawCoachRows(directory / "r.db")
-        await raw.open(handle.id)
-        try:
+        async with resumable(directory / "r.db", 0) as (handle, coach, raw):
             sealer = await coach.repo.vault.sealer(coach.user_id)
             for n, turn in enumerate(texts):
                 ops = turn_ops(handle.id, 2 * n, turn)
@@ -166,9 +153,6 @@ async def test_coach_resumes_the_turns_it_writes_through_raw() -> None:
                 await raw.write_rows(2 * n, said, rows.steps, rows.now)
             await coach.complete_phase(handle)
             resumed = await coach.repo.resume_session(handle.id, user_id=coach.user_id)
-        finally:
-            await raw.aclose()
-            await coach.aclose()
 
     spoken = [text for turn in texts[-25:] for text in (turn.user, turn.assistant)]
     assert [step.content[0] for step in resumed.memory] == spoken

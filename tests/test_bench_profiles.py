@@ -12,20 +12,13 @@ reading, not checked here.
 
 from __future__ import annotations
 
-from bench.backends import CoachBackend
-from bench.measure import sqlite_dir, sqlite_url
-from bench.profiles import c_calls, prepared_session
-from bench.storage_speed import RawCoachRows
+from bench.measure import sqlite_dir
+from bench.profiles import c_calls, resumable
 
 
 async def test_the_session_gives_a_full_window_and_the_c_calls_run_over_it() -> None:
     with sqlite_dir() as directory:
-        handle = await prepared_session(directory / "r.db", 40)
-        coach = CoachBackend(sqlite_url(directory / "r.db"))
-        await coach.open()
-        raw = RawCoachRows(directory / "r.db")
-        await raw.open(handle.id)
-        try:
+        async with resumable(directory / "r.db", 40) as (handle, coach, raw):
             window, steps, stored = await raw.resume_rows()
             sealer = await coach.repo.vault.sealer(coach.user_id)
             resumed = await coach.read_window(handle)
@@ -35,6 +28,3 @@ async def test_the_session_gives_a_full_window_and_the_c_calls_run_over_it() -> 
 
             assert len(window) == 50 and len(steps) == 50 and stored == 80
             assert resumed == len(window) + len(steps)
-        finally:
-            await raw.aclose()
-            await coach.aclose()
