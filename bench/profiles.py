@@ -441,7 +441,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
 
             await loop.run_in_executor(thread, transaction)
 
-        async def least(n: int) -> None:
+        async def hand_turn(n: int) -> None:
             (rows,) = hand_batches(ops[T_HAND][n], SECRET, sealer._aead)
             said = [(role, content) for _, role, content in rows.messages]
             await by_hand.write_rows(2 * n, said, rows.steps, rows.now)
@@ -495,7 +495,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         runs: dict[str, Callable[[int], Awaitable[object]]] = {
             HAND_OFF: lambda _n: loop.run_in_executor(thread, lambda: None),
             T_PEER: lambda n: peer.write_turn(session, items[n]),
-            T_HAND: least,
+            T_HAND: hand_turn,
             T_STACK: stack,
             T_SEED: seed,
             FLOOR: floor,

@@ -255,8 +255,8 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
             raw_ratios(r.load, r.load.sqlalchemy),
         ),
     ]
-    least = "by hand: raw + the rows encoded by hand (`bench.handwritten`) / raw"
-    floors += [(f"{least}, {rec.db} {rec.name}", rec.hand_ratios) for rec in r.recorder]
+    by_hand = "by hand: raw + the rows encoded by hand (`bench.handwritten`) / raw"
+    floors += [(f"{by_hand}, {rec.db} {rec.name}", rec.hand_ratios) for rec in r.recorder]
     for label, found in floors:
         if found:
             plain(label, statistics.median(found), min(found), max(found))
