@@ -376,10 +376,6 @@ class Ladder:
     """The peer's row, when the ladder has one: every row is also given over it."""
 
 
-def _message(db: sqlite3.Connection, *, sid: str, role: str, content: object, at: str) -> None:
-    insert_message(db, sid, role, content, at)
-
-
 async def turn_parts(rounds: int, count: int) -> Ladder:
     """Each round, ``count`` turns of each layer — from coach without its storage layer
     up to the whole ``write_batch``, one layer added at a time — in an order that
@@ -446,7 +442,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             said = [(role, content) for _, role, content in rows.messages]
             await by_hand.write_rows(2 * n, said, rows.steps, rows.now)
 
-        def transaction(write: Callable[[sqlite3.Connection], None]) -> None:
+        def transaction(write: Callable[[sqlite3.Connection], object]) -> None:
             with engine.connect() as conn, conn.begin():
                 driver_sql(conn, "BEGIN IMMEDIATE")
                 write(cast(sqlite3.Connection, conn.connection.dbapi_connection))
@@ -455,8 +451,9 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             (rows,) = hand_batches(ops[T_STACK][n], SECRET, sealer._aead)
             said = [(role, content) for _, role, content in rows.messages]
             at, sid = rows.now.replace(tzinfo=None).isoformat(" "), sessions[T_STACK]
-            write = partial(write_turn_rows, session_id=sid, start=2 * n, said=said)
-            write = partial(write, steps=rows.steps, at=at)
+            write = partial(
+                write_turn_rows, session_id=sid, start=2 * n, said=said, steps=rows.steps, at=at
+            )
             await loop.run_in_executor(thread, transaction, write)
 
         async def seed(n: int) -> None:
@@ -468,7 +465,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                 await loop.run_in_executor(
                     thread,
                     transaction,
-                    partial(_message, sid=sid, role=role, content=content, at=at),
+                    partial(insert_message, session_id=sid, role=role, content=content, at=at),
                 )
             (rows,) = hand_batches(ops[T_SEED][n][2:], SECRET, sealer._aead)
 
