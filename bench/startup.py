@@ -4,6 +4,10 @@ Each trial is a fresh ``python -m coach ...`` process; the figure is its CPU (us
 system, all threads): to exit for a command that runs no agent, and to the greeting's
 line for ``chat`` (read from ``/proc`` the moment ``coach>`` is printed, against the
 local fake OpenAI server). Every trial also says whether ``livekit.agents`` was loaded.
+In the same rounds, a fresh process imports what of SPEC §1's stack the command cannot
+do without (:data:`STACKS`): how much of a figure is the stack's on this machine, and how
+much coach adds over it (paired, round by round). An absolute target can be out of
+reach on a slow machine by the stack alone; the verdict then says so.
 
 With ``--before REV`` the same commands also run from the source of commit ``REV``
 (``git archive``), trials of the two trees alternating in pairs (ABBA...), after one
@@ -41,12 +45,15 @@ SECRET = "bench-startup-secret-0123456789abcdef"
 GREETING = "Hi! I'm your design coach. What's your name?"
 TICK = os.sysconf("SC_CLK_TCK")
 PROBE = (
-    "import atexit, sys; atexit.register(lambda: print('livekit.agents loaded:', "
-    "'livekit.agents' in sys.modules, file=sys.stderr)); import runpy; "
-    "sys.argv = ['coach', *sys.argv[1:]]; runpy.run_module('coach', run_name='__main__')"
+    "import atexit, os, sys; stack = os.environ.pop('BENCH_STACK', '').split(); "
+    "atexit.register(lambda: print('livekit.agents loaded:', 'livekit.agents' in sys.modules, "
+    "'\\nstack not loaded:', *[m for m in stack if m not in sys.modules], file=sys.stderr)); "
+    "import runpy; sys.argv = ['coach', *sys.argv[1:]]; "
+    "runpy.run_module('coach', run_name='__main__')"
 )
 """``python -c PROBE ARGS`` runs ``python -m coach ARGS`` and says, at exit, whether
-``livekit.agents`` was imported."""
+``livekit.agents`` was imported, and which of the modules named in ``BENCH_STACK`` were
+not."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class Case:
     exit: int = 0
     """The exit code the command must give (2: it stops at a bad or missing setting):
     a trial that exits otherwise measured some other path, and fails."""
+    stack: str = ""
+    """The name of the :data:`STACKS` entry this command cannot do without ("" if none)."""
 
     @property
     def target(self) -> float:
@@ -72,21 +81,44 @@ TARGET = {"no agent": 0.5, "chat": 2.5}
 ``chat`` to its greeting."""
 
 
+_SETTINGS = ("argparse", "pydantic_settings")
+_STORE = (
+    *_SETTINGS,
+    *("asyncio", "sqlite3", "sqlalchemy", "sqlalchemy.dialects.sqlite"),
+    "cryptography.hazmat.primitives.ciphers.aead",
+)
+STACKS: dict[str, tuple[str, ...]] = {
+    "settings": _SETTINGS,
+    "store": _STORE,
+    "token": (*_SETTINGS, "livekit.api"),
+    "agent": (*_STORE, "yaml", "livekit.agents", "livekit.plugins.openai"),
+}
+"""For scale: the modules of SPEC §1's stack a command cannot do without, and nothing of
+coach's — its settings (pydantic-settings); a database's (SQLAlchemy Core, the SQLite
+dialect, sqlite3, asyncio, cryptography's AES-GCM for the sealed fields); a token's
+(``livekit.api``); a text chat's (the database's, PyYAML for the prompts,
+``livekit.agents`` and its OpenAI plugin). Each is imported in a fresh process in the
+same rounds as its commands: the part of a command's CPU no change to coach can remove,
+on the machine at hand. A trial fails if its command did not load them all."""
+
+
 LIVEKIT = {"LIVEKIT_API_KEY": "devkey", "LIVEKIT_API_SECRET": "secret-" + "x" * 32}
 CASES: dict[str, Case] = {
     "help": Case(("--help",)),
-    "bad-setting": Case(("sessions", "list"), {"COACH_DATABASE_URL": "bogus://x"}, exit=2),
-    "sessions-list": Case(("sessions", "list")),
-    "sessions-show": Case(("sessions", "show", "{session}")),
-    "users-show": Case(("users", "show", "ada")),
-    "db-upgrade": Case(("db", "upgrade")),
-    "keys-new": Case(("keys", "new")),
-    "token": Case(("token", "--identity", "ada"), LIVEKIT),
-    "token-no-keys": Case(("token", "--identity", "ada"), exit=2),
-    "web-no-livekit": Case(("web",), exit=2),
-    "chat-no-llm": Case(("chat",), {"COACH_LLM_BASE_URL": ""}, exit=2),
-    "dev-no-livekit": Case(("dev",), exit=2),
-    "chat": Case(("chat", "--user", "ada"), greeting=True),
+    "bad-setting": Case(
+        ("sessions", "list"), {"COACH_DATABASE_URL": "bogus://x"}, exit=2, stack="settings"
+    ),
+    "sessions-list": Case(("sessions", "list"), stack="store"),
+    "sessions-show": Case(("sessions", "show", "{session}"), stack="store"),
+    "users-show": Case(("users", "show", "ada"), stack="store"),
+    "db-upgrade": Case(("db", "upgrade"), stack="store"),
+    "keys-new": Case(("keys", "new"), stack="settings"),
+    "token": Case(("token", "--identity", "ada"), LIVEKIT, stack="token"),
+    "token-no-keys": Case(("token", "--identity", "ada"), exit=2, stack="settings"),
+    "web-no-livekit": Case(("web",), exit=2, stack="settings"),
+    "chat-no-llm": Case(("chat",), {"COACH_LLM_BASE_URL": ""}, exit=2, stack="settings"),
+    "dev-no-livekit": Case(("dev",), exit=2, stack="settings"),
+    "chat": Case(("chat", "--user", "ada"), greeting=True, stack="agent"),
 }
 """What is measured. ``sessions-list``, ``sessions-show`` and ``users-show`` read the
 session the set-up visit stored (:data:`VISIT`)."""
@@ -121,7 +153,7 @@ class Tree:
             COACH_LLM_MODEL="fake",
             PYTHONUNBUFFERED="1",
         )
-        env.update(case.env)
+        env.update(case.env, BENCH_STACK=" ".join(STACKS.get(case.stack, ())))
         return env
 
 
@@ -166,7 +198,30 @@ def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
             raise RuntimeError(f"{tree.name}: no greeting from chat: {''.join(err)[-2000:]}")
         cpu = usage.ru_utime + usage.ru_stime
     loaded = any(line.strip() == "livekit.agents loaded: True" for line in err)
+    missing = [line for line in err if line.startswith("stack not loaded:")]
+    if missing != ["stack not loaded:\n"]:
+        raise RuntimeError(f"{tree.name}: {' '.join(argv)}: {''.join(missing) or 'no probe'}")
     return cpu, loaded
+
+
+def stack_trial(case: Case) -> float:
+    """One fresh process importing ``case``'s :data:`STACKS`: its CPU seconds — to its
+    exit, or, for a case measured to its greeting, to the imports' end (a process's exit
+    frees its modules, which ``chat``'s figure does not include)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COACH_", "PYTHONPATH"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    code = f"import {', '.join(STACKS[case.stack])}"
+    if case.greeting:
+        code += "; import os; os._exit(0)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise RuntimeError(f"{case.stack!r} stack ({code}) failed: {err[-2000:]}")
+    return usage.ru_utime + usage.ru_stime
 
 
 def _archive(rev: str, into: Path) -> Path:
@@ -229,16 +284,19 @@ async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
             url = server.base_url
             for tree in trees:
                 await asyncio.to_thread(_setup, tree, url)
-            results: dict[str, dict[str, list[tuple[float, bool]]]] = {}
             for name in names:
                 case = CASES[name]
                 runs: dict[str, list[tuple[float, bool]]] = {t.name: [] for t in trees}
+                stack: list[float] = []
                 await asyncio.to_thread(trial, trees[-1], case, url)  # warm-up
+                if case.stack:
+                    await asyncio.to_thread(stack_trial, case)
                 for n in range(pairs):
                     for tree in trees if n % 2 == 0 else trees[::-1]:
                         runs[tree.name].append(await asyncio.to_thread(trial, tree, case, url))
-                results[name] = runs
-                _row(name, case, runs, [t.name for t in trees])
+                    if case.stack:
+                        stack.append(await asyncio.to_thread(stack_trial, case))
+                _row(name, case, runs, [t.name for t in trees], stack)
     print(f"command: python -m bench.startup --pairs {pairs} --cases {','.join(names)}", end="")
     print(f" --before {before}" if before else "")
     print(f"load average (1, 5, 15 min): {load_before} before, {_load()} after")
@@ -251,16 +309,27 @@ def _load() -> str:
 _header = False
 
 
+STACK_COLUMN = "its stack's imports alone: CPU s, median"
+OVER_COLUMN = "coach over them: paired difference, median"
+
+
 def _row(
-    name: str, case: Case, runs: dict[str, list[tuple[float, bool]]], trees: list[str]
+    name: str,
+    case: Case,
+    runs: dict[str, list[tuple[float, bool]]],
+    trees: list[str],
+    stack: list[float],
 ) -> None:
     global _header
     if not _header:
         cols = " | ".join(f"{t}: CPU s, median" for t in trees)
         diff = " | paired difference, median" if len(trees) == 2 else ""
         verdict = f"verdict ({trees[-1]})"
-        print(f"| command | {cols}{diff} | livekit.agents loaded | target | {verdict} |")
-        print("|---" * (len(trees) + (5 if len(trees) == 2 else 4)) + "|")
+        print(
+            f"| command | {cols}{diff} | livekit.agents loaded | {STACK_COLUMN} | "
+            f"{OVER_COLUMN} | target | {verdict} |"
+        )
+        print("|---" * (len(trees) + (7 if len(trees) == 2 else 6)) + "|")
         _header = True
     meds = [statistics.median(cpu for cpu, _ in runs[t]) for t in trees]
     cells = " | ".join(f"{m:.2f}" for m in meds)
@@ -271,8 +340,17 @@ def _row(
         "yes" if all(lo for _, lo in runs[t]) else "no" if not any(lo for _, lo in runs[t]) else "?"
         for t in trees
     )
+    alone = over = "–"
     verdict = "met" if meds[-1] <= case.target else "not met"
-    print(f"| {name} | {cells} | {loaded} | ≤ {case.target:g} s | {verdict} |", flush=True)
+    if stack:
+        own = [cpu - s for (cpu, _), s in zip(runs[trees[-1]], stack, strict=True)]
+        alone, over = f"{statistics.median(stack):.2f}", f"{statistics.median(own):+.2f}"
+        if verdict == "not met" and statistics.median(stack) > case.target:
+            verdict = "not met: its stack alone is over the target here"
+    print(
+        f"| {name} | {cells} | {loaded} | {alone} | {over} | ≤ {case.target:g} s | {verdict} |",
+        flush=True,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,7 +1,9 @@
 """``bench.startup`` measures the commands it names, on the path it names: the set-up
 visit stores a session for ``sessions list``, ``sessions show`` and ``users show`` to
 read, and a trial whose command exits with another code than its case expects fails
-instead of timing some other path (an error line, say). No timing is asserted.
+instead of timing some other path (an error line, say). The stack each command is set
+beside is one it loads, and ``bench.results`` reads the table ``bench.startup`` prints.
+No timing is asserted.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from bench.startup import CASES, ROOT, Case, Tree, _setup, _visit_replies, trial
+from bench import startup
+from bench.results import startup_rows
+from bench.startup import CASES, ROOT, STACKS, Case, Tree, _setup, _visit_replies, trial
 
 from coach.testing import FakeOpenAIServer
 
@@ -39,3 +43,37 @@ async def test_a_command_that_exits_otherwise_than_its_case_fails_the_trial(tree
     missing = Case(("sessions", "show", "0" * 32))
     with pytest.raises(RuntimeError, match="exited 2, not 0"):
         await asyncio.to_thread(trial, tree, missing, NO_MODEL)
+
+
+async def test_a_command_that_does_not_load_its_stack_fails_the_trial(tree: Tree) -> None:
+    """``--help`` imports no database: set beside the store's stack, it is refused, so
+    no command's figure is set beside a stack it could do without."""
+    helped = Case(("--help",), stack="store")
+    with pytest.raises(RuntimeError, match="stack not loaded: .*sqlalchemy"):
+        await asyncio.to_thread(trial, tree, helped, NO_MODEL)
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+async def test_each_stack_imports_on_its_own(name: str) -> None:
+    case = next(c for c in CASES.values() if c.stack == name)
+    assert await asyncio.to_thread(startup.stack_trial, case) > 0
+
+
+def test_the_results_read_the_table_the_startup_bench_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(startup, "_header", False)
+    runs = [(1.0, False), (1.2, False), (1.1, False)]
+    startup._row("sessions-list", CASES["sessions-list"], {"now": runs}, ["now"], [0.7, 0.8, 0.9])
+    startup._row("help", CASES["help"], {"now": [(0.2, False)]}, ["now"], [])
+    startup._row("chat", CASES["chat"], {"now": [(2.0, True)]}, ["now"], [2.6])
+    rows = startup_rows(capsys.readouterr().out)
+    assert (rows["sessions-list"].cpu, rows["sessions-list"].stack) == (1.1, 0.8)
+    assert (rows["help"].cpu, rows["help"].stack) == (0.2, None)
+    assert (
+        rows["sessions-list"]
+        .row("list", 0.5)[-1]
+        .endswith("its stack alone is over the target here")
+    )
+    assert rows["sessions-list"].row("list", 0.85)[-1] == "**not met**"
+    assert rows["chat"].row("chat", 2.5)[-1] == "met"
