@@ -131,8 +131,9 @@ async def _work(
             next_step[sid] += 1
             return message, steps
 
-        if mode == "raw":
-            return await _raw(url, [op for k in range(50 + count) for op in ops(k)], barrier)
+        if mode in ("raw", "hand"):
+            every = [op for k in range(50 + count) for op in ops(k)]
+            return await (_raw if mode == "raw" else _by_hand)(url, every, barrier)
 
         def submit(k: int, due: float | None) -> None:
             message, steps = ops(k)
@@ -198,6 +199,36 @@ async def _raw(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
     finally:
         await raw.aclose()
     return WorkerResult((len(ops) - RAW_BATCH) // 2, start, end, len(batches) - 1, 0)
+
+
+async def _by_hand(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
+    """The stack with nothing of coach's: the rows of ``ops`` made by hand
+    (:func:`~bench.handwritten.hand_batches`) batch by batch in the timed loop, and
+    written with raw's statements in SQLAlchemy's connection and transaction — no
+    recorder, no storage layer. The first 100 ops warm up."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from coach.persistence.crypto import new_data_key
+
+    from .handwritten import hand_batches
+    from .rawrows import RawOverSQLAlchemy
+
+    aead = AESGCM(new_data_key())
+    chunks = [ops[i : i + RAW_BATCH] for i in range(0, len(ops), RAW_BATCH)]
+    raw = RawOverSQLAlchemy(url)
+    await raw.open()
+    try:
+        for rows in hand_batches(chunks[0], SECRET, aead, RAW_BATCH):
+            await raw.write(rows)
+        barrier.wait()
+        start = time.monotonic()
+        for chunk in chunks[1:]:
+            for rows in hand_batches(chunk, SECRET, aead, RAW_BATCH):
+                await raw.write(rows)
+        end = time.monotonic()
+    finally:
+        await raw.aclose()
+    return WorkerResult((len(ops) - RAW_BATCH) // 2, start, end, len(chunks) - 1, 0)
 
 
 def _worker(
@@ -273,6 +304,8 @@ class LoadResult:
     """coach's recorder over raw's writer, flat out, each run next to a flat-out run."""
     sqlalchemy: list[list[WorkerResult]] = field(default_factory=list)
     """The same, raw's statements run through SQLAlchemy: its share of coach's gap."""
+    hand: list[list[WorkerResult]] = field(default_factory=list)
+    """The rows made by hand, written through SQLAlchemy, no recorder: the stack's floor."""
 
     @staticmethod
     def throughput(run: list[WorkerResult]) -> float:
@@ -295,7 +328,7 @@ async def section_load(
         await repo.aclose()
         loop = asyncio.get_running_loop()
         for rep in range(reps):
-            modes = ("flat", "raw", *FLOORS, "paced")
+            modes = ("flat", "raw", *FLOORS, "hand", "paced")
             for mode in modes if rep % 2 == 0 else modes[::-1]:
                 if mode != "paced":
                     run = await loop.run_in_executor(
@@ -391,6 +424,10 @@ SQLALCHEMY_FLOOR = (
     "floor through SQLAlchemy: coach's recorder over raw's statements in SQLAlchemy's "
     "connection and transaction"
 )
+BY_HAND = (
+    "by hand through SQLAlchemy: the rows made by hand (`bench.handwritten`) in the timed "
+    "loop, raw's statements in SQLAlchemy's connection and transaction; no recorder"
+)
 
 
 def raw_report(r: LoadResult) -> str:
@@ -412,6 +449,7 @@ def raw_report(r: LoadResult) -> str:
     for label, runs in (
         ("floor: coach's recorder over raw asyncpg's writer", r.floor),
         (SQLALCHEMY_FLOOR, r.sqlalchemy),
+        (BY_HAND, r.hand),
     ):
         if runs:
             floors = raw_ratios(r, runs)
@@ -421,9 +459,9 @@ def raw_report(r: LoadResult) -> str:
                     label,
                     f"{statistics.median(rates):,.0f}",
                     ", ".join(f"{x:,.0f}" for x in rates),
-                    f"floor / raw {statistics.median(floors):.2f}× "
+                    f"it / raw {statistics.median(floors):.2f}× "
                     f"({min(floors):.2f}–{max(floors):.2f})",
-                    "the floor is below it" if statistics.median(floors) < 0.6 else "–",
+                    "below it" if statistics.median(floors) < 0.6 else "–",
                 ]
             )
     return table(

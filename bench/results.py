@@ -276,6 +276,11 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
             "4 processes PG",
             raw_ratios(r.load, r.load.sqlalchemy),
         ),
+        (
+            "by hand through SQLAlchemy: the rows made by hand in the timed loop, raw's "
+            "statements in SQLAlchemy, no recorder / raw, 4 processes PG",
+            raw_ratios(r.load, r.load.hand),
+        ),
     ]
     by_hand = "by hand: raw + the rows encoded by hand (`bench.handwritten`) / raw"
     floors += [(f"{by_hand}, {rec.db} {rec.name}", rec.hand_ratios) for rec in r.recorder]
