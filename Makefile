@@ -95,7 +95,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.core $(BENCH_ARGS)
 
-## bench-results: every target of issue 25 from one run (~8-15 min); rewrites the
+## bench-results: every target of issue 25 from one run (~15-25 min); rewrites the
 ##   generated part of docs/benchmarks.md and docs/bench/ (BENCH_ARGS=--quick ... for a smoke run)
 bench-results: $(BENCH_STAMP)
 	$(PY) -m bench.results $(BENCH_ARGS)

@@ -44,7 +44,7 @@ from .core import machine
 from .measure import table, verdict
 from .pgload import LoadResult, load_report, raw_ratios, section_load
 from .profiles import Ladder
-from .startup import STACK_COLUMN
+from .startup import STACK_COLUMN, TARGET
 
 COMMAND = "python -m bench.results"
 BEGIN, END = "<!-- bench.results: begin -->", "<!-- bench.results: end -->"
@@ -307,12 +307,14 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         ]
     )
     if "chat" in starts:
-        rows.append(starts["chat"].row("`chat`: CPU to the greeting (s)", 2.5))
+        rows.append(starts["chat"].row("`chat`: CPU to the greeting (s)", TARGET["chat"]))
     agentless = {k: v for k, v in starts.items() if k in NOT_AGENT}
     if agentless:
         worst = max(agentless, key=lambda k: agentless[k].cpu)
         rows.append(
-            agentless[worst].row(f"commands without an agent: the slowest, `{worst}` (s)", 0.5)
+            agentless[worst].row(
+                f"commands without an agent: the slowest, `{worst}` (s)", TARGET["no agent"]
+            )
         )
     rows.append(["`make test` wall time halved", "not measured by this command", "½", "–"])
     coach_visit = [v for v in r.visit if v.label.startswith("coach")]

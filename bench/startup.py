@@ -99,7 +99,7 @@ dialect, sqlite3, asyncio, cryptography's AES-GCM for the sealed fields); a toke
 (``livekit.api``); a text chat's (the database's, PyYAML for the prompts,
 ``livekit.agents`` and its OpenAI plugin). Each is imported in a fresh process in the
 same rounds as its commands: the part of a command's CPU no change to coach can remove,
-on the machine at hand. A trial fails if its command did not load them all."""
+on the machine at hand. A trial of this tree fails if its command did not load them all."""
 
 
 LIVEKIT = {"LIVEKIT_API_KEY": "devkey", "LIVEKIT_API_SECRET": "secret-" + "x" * 32}
@@ -199,7 +199,7 @@ def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
         cpu = usage.ru_utime + usage.ru_stime
     loaded = any(line.strip() == "livekit.agents loaded: True" for line in err)
     missing = [line for line in err if line.startswith("stack not loaded:")]
-    if missing != ["stack not loaded:\n"]:
+    if tree.root == ROOT and missing != ["stack not loaded:\n"]:  # an older tree may differ
         raise RuntimeError(f"{tree.name}: {' '.join(argv)}: {''.join(missing) or 'no probe'}")
     return cpu, loaded
 
