@@ -201,11 +201,21 @@ async def _raw(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
     return WorkerResult((len(ops) - RAW_BATCH) // 2, start, end, len(batches) - 1, 0)
 
 
-async def _by_hand(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
+async def _by_hand(
+    url: str,
+    ops: list[Any],
+    barrier: Any,
+    *,
+    aead: Any = None,
+    secret: bytes = SECRET,
+    batch: int = RAW_BATCH,
+) -> WorkerResult:
     """The stack with nothing of coach's: the rows of ``ops`` made by hand
     (:func:`~bench.handwritten.hand_batches`) batch by batch in the timed loop, and
     written with raw's statements in SQLAlchemy's connection and transaction — no
-    recorder, no storage layer. The first 100 ops warm up."""
+    recorder, no storage layer. The first batch warms up. ``aead`` and ``secret``: the
+    person's cipher and the memory secret, for rows coach reads back (default: a random
+    key, the bench's secret)."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     from coach.persistence.crypto import new_data_key
@@ -213,22 +223,22 @@ async def _by_hand(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
     from .handwritten import hand_batches
     from .rawrows import RawOverSQLAlchemy
 
-    aead = AESGCM(new_data_key())
-    chunks = [ops[i : i + RAW_BATCH] for i in range(0, len(ops), RAW_BATCH)]
+    aead = aead or AESGCM(new_data_key())
+    chunks = [ops[i : i + batch] for i in range(0, len(ops), batch)]
     raw = RawOverSQLAlchemy(url)
     await raw.open()
     try:
-        for rows in hand_batches(chunks[0], SECRET, aead, RAW_BATCH):
+        for rows in hand_batches(chunks[0], secret, aead, batch):
             await raw.write(rows)
         barrier.wait()
         start = time.monotonic()
         for chunk in chunks[1:]:
-            for rows in hand_batches(chunk, SECRET, aead, RAW_BATCH):
+            for rows in hand_batches(chunk, secret, aead, batch):
                 await raw.write(rows)
         end = time.monotonic()
     finally:
         await raw.aclose()
-    return WorkerResult((len(ops) - RAW_BATCH) // 2, start, end, len(chunks) - 1, 0)
+    return WorkerResult((len(ops) - batch) // 2, start, end, len(chunks) - 1, 0)
 
 
 def _worker(

@@ -7,12 +7,16 @@ conversation and as memory steps whose signatures verify — including a step wh
 message fell into the previous batch (its text then stays in the step, as coach does).
 The floor (coach's ``Recorder`` over a raw writer, :class:`RawStore`) stores them too,
 and so does the floor through SQLAlchemy (raw's statements in SQLAlchemy's connection
-and transaction, :class:`RawOverSQLAlchemy`).
+and transaction, :class:`RawOverSQLAlchemy`), and section 5's writer by hand (the rows
+made by ``bench.handwritten``, written through SQLAlchemy with no recorder).
 """
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from bench.pgload import _by_hand
 from bench.rawrows import RawAsyncpg, RawOverSQLAlchemy, RawSQLite, RawStore, raw_batches
 from livekit.agents import llm
 from sqlalchemy.engine import make_url
@@ -127,3 +131,20 @@ async def test_the_floor_through_sqlalchemy_s_rows_read_back_as_coach_s(
 ) -> None:
     repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
     await _floor(RawOverSQLAlchemy(postgres_url), repo)
+
+
+@pytest.mark.postgres
+async def test_the_writer_by_hand_through_sqlalchemy_s_rows_read_back_as_coach_s(
+    postgres_url: str, open_repo: object
+) -> None:
+    repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    ops = _ops(sessions, 4)
+    sealer = await repo.vault.sealer(user.id)
+    assert sealer is not None
+    done = await _by_hand(
+        postgres_url, ops, threading.Barrier(1), aead=sealer._aead, secret=MEMORY_SECRET, batch=4
+    )
+    assert done.batches == len(ops) // 4 - 1  # the first batch warms up, outside the timing
+    await _check(repo, sessions, 4)
