@@ -89,7 +89,14 @@ from coach.store import WriteOp
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, turn_ops
 from .handwritten import hand_batches
 from .measure import sqlite_dir, sqlite_url, table
-from .rawrows import RawAsyncpg, RawBatch, RawOverSQLAlchemy, pg_statements, raw_batches
+from .rawrows import (
+    RawAsyncpg,
+    RawBatch,
+    RawOverSQLAlchemy,
+    pg_statements,
+    raw_batches,
+    sqlite_time,
+)
 from .recorder_cpu import (
     BATCH,
     SIGNED_PREFIX,
@@ -376,6 +383,11 @@ class Ladder:
     """The peer's row, when the ladder has one: every row is also given over it."""
 
 
+def _db(conn: Connection) -> sqlite3.Connection:
+    """The sqlite3 connection under a SQLAlchemy one (raw's statements run on it)."""
+    return cast(sqlite3.Connection, conn.connection.dbapi_connection)
+
+
 async def turn_parts(rounds: int, count: int) -> Ladder:
     """Each round, ``count`` turns of each layer — from coach without its storage layer
     up to the whole ``write_batch``, one layer added at a time — in an order that
@@ -415,42 +427,33 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         async def floor(n: int) -> None:
             await raw.write_plan(planned(FLOOR, n), sealer)
 
-        def statements(layer: str, n: int) -> Callable[[Connection], None]:
-            """The floor's statements for turn ``n``, on a SQLAlchemy connection."""
+        def statements(layer: str, n: int) -> Callable[[sqlite3.Connection], None]:
+            """The floor's statements for turn ``n``, planned and sealed now."""
             plan, sid = planned(layer, n), sessions[layer]
             said, steps = sealed_rows(plan, sealer)
-            start, at = plan.appends[sid][0], plan.now.replace(tzinfo=None).isoformat(" ")
+            start, at = plan.appends[sid][0], sqlite_time(plan.now)
+            return partial(
+                write_turn_rows, session_id=sid, start=start, said=said, steps=steps, at=at
+            )
 
-            def write(conn: Connection) -> None:
-                db = cast(sqlite3.Connection, conn.connection.dbapi_connection)
-                write_turn_rows(db, sid, start, said, steps, at)
-
-            return write
+        def transaction(write: Callable[[sqlite3.Connection], object]) -> None:
+            """``write`` in SQLAlchemy's connection and transaction, without ``Database.run``."""
+            with engine.connect() as conn, conn.begin():
+                driver_sql(conn, "BEGIN IMMEDIATE")
+                write(_db(conn))
 
         async def bare(n: int) -> None:
-            write = statements(SQLALCHEMY, n)
-
-            def transaction() -> None:
-                with engine.connect() as conn, conn.begin():
-                    driver_sql(conn, "BEGIN IMMEDIATE")
-                    write(conn)
-
-            await loop.run_in_executor(thread, transaction)
+            await loop.run_in_executor(thread, transaction, statements(SQLALCHEMY, n))
 
         async def hand_turn(n: int) -> None:
             (rows,) = hand_batches(ops[T_HAND][n], SECRET, sealer._aead)
             said = [(role, content) for _, role, content in rows.messages]
             await by_hand.write_rows(2 * n, said, rows.steps, rows.now)
 
-        def transaction(write: Callable[[sqlite3.Connection], object]) -> None:
-            with engine.connect() as conn, conn.begin():
-                driver_sql(conn, "BEGIN IMMEDIATE")
-                write(cast(sqlite3.Connection, conn.connection.dbapi_connection))
-
         async def stack(n: int) -> None:
             (rows,) = hand_batches(ops[T_STACK][n], SECRET, sealer._aead)
             said = [(role, content) for _, role, content in rows.messages]
-            at, sid = rows.now.replace(tzinfo=None).isoformat(" "), sessions[T_STACK]
+            at, sid = sqlite_time(rows.now), sessions[T_STACK]
             write = partial(
                 write_turn_rows, session_id=sid, start=2 * n, said=said, steps=rows.steps, at=at
             )
@@ -461,7 +464,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             for op in ops[T_SEED][n][:2]:  # the two messages, a call each
                 (rows,) = hand_batches([op], SECRET, sealer._aead)
                 ((_, role, content),) = rows.messages
-                at = rows.now.replace(tzinfo=None).isoformat(" ")
+                at = sqlite_time(rows.now)
                 await loop.run_in_executor(
                     thread,
                     transaction,
@@ -477,7 +480,8 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             await loop.run_in_executor(thread, transaction, append)
 
         async def unit(n: int) -> None:
-            await repo.database.run(statements(UNIT, n), write=True, what="bench")
+            write = statements(UNIT, n)
+            await repo.database.run(lambda conn: write(_db(conn)), write=True, what="bench")
 
         async def apply(n: int) -> None:
             plan = planned(APPLY, n)

@@ -63,6 +63,11 @@ class RawBatch:
     """The messages' time (their seal binds it)."""
 
 
+def sqlite_time(at: datetime) -> str:
+    """An aware time as SQLite holds coach's times: UTC text, ``YYYY-MM-DD HH:MM:SS.ffffff``."""
+    return at.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+
+
 def raw_batches(
     ops: Sequence[object], codec: StepCodec, batch: int = 100, sealer: Sealer | None = None
 ) -> list[RawBatch]:
@@ -158,7 +163,7 @@ class RawSQLite:
 
     async def write(self, rows: RawBatch) -> None:
         """The batch in one transaction."""
-        now = rows.now.replace(tzinfo=None).isoformat(" ")
+        now = sqlite_time(rows.now)
 
         def unit() -> None:
             conn = self.conn

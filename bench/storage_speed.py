@@ -78,6 +78,7 @@ from coach.persistence.schema import utcnow
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items, turn_ops
 from .handwritten import hand_decode
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url
+from .rawrows import sqlite_time
 from .text import Turn, turns
 
 COMMAND = "python -m bench.storage_speed"
@@ -259,7 +260,7 @@ class RawCoachRows:
     ) -> None:
         """:func:`write_turn_rows` in a transaction of its own, committed: one hand-off.
         ``at``: the messages' time, which their seals bind (default: now)."""
-        now = (at or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+        now = sqlite_time(at or datetime.now(UTC))
 
         def unit() -> None:
             conn = self.conn
