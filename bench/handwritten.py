@@ -19,8 +19,6 @@ says what is between is coach's own code.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import hmac
 import io
 import os
@@ -43,6 +41,7 @@ from coach.persistence.codec import (
     PICKLE_PROTOCOL,
     _AllowListUnpickler,
     _bound,
+    _hmac_sha256,
     _model,
 )
 from coach.store import AddMessage, AppendSteps
@@ -64,32 +63,6 @@ def _micros(at: datetime | str) -> str:
     if isinstance(at, str):
         return str((datetime.fromisoformat(at) - _NAIVE_EPOCH) // _MICROSECOND)
     return str((at - _EPOCH) // _MICROSECOND)
-
-
-@functools.cache
-def _pads(key: bytes) -> tuple[Any, Any]:
-    """HMAC-SHA256's two padded key states (RFC 2104), hashed once per key."""
-    if len(key) > 64:
-        key = hashlib.sha256(key).digest()
-    key = key.ljust(64, b"\0")
-    return hashlib.sha256(bytes(b ^ 0x36 for b in key)), hashlib.sha256(
-        bytes(b ^ 0x5C for b in key)
-    )
-
-
-def _hmac_sha256(key: bytes) -> Callable[[bytes], bytes]:
-    """HMAC-SHA256 under ``key``: the same digest as :func:`hmac.digest`, less work per
-    message."""
-    inner, outer = _pads(key)
-
-    def mac(message: bytes) -> bytes:
-        i, o = inner.copy(), outer.copy()
-        i.update(message)
-        o.update(i.digest())
-        digest: bytes = o.digest()
-        return digest
-
-    return mac
 
 
 _CHANGED: dict[type, Callable[[Any], dict[str, Any]]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import pickle
 from datetime import UTC, datetime
 
@@ -25,7 +26,34 @@ def test_round_trip_of_plain_values_and_chat_items() -> None:
     ):
         encoded = codec.encode("s1", 3, step)
         assert (encoded.codec, encoded.version, encoded.seq) == (CODEC_NAME, CODEC_VERSION, 3)
-        assert codec.decode("s1", encoded) == step
+        decoded = codec.decode("s1", encoded)
+        assert decoded == step
+        if isinstance(step, llm.ChatMessage | llm.FunctionCall):
+            assert decoded.model_fields_set == step.model_fields_set
+
+
+def _part(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
+
+
+@pytest.mark.parametrize("length", [16, 64, 65, 200])
+def test_signature_is_hmac_sha256_of_the_bound_parts_for_any_secret_length(length: int) -> None:
+    # Stored signatures must keep verifying across releases: the signed message is the
+    # length-prefixed domain (and text left out), codec, version and session, then the
+    # position and the payload; version 2 keeps the first 128 bits.
+    secret = bytes(range(256))[:length]
+    codec = StepCodec(secret)
+    parts = _part(CODEC_NAME.encode()) + _part(b"2") + _part(b"s1")
+    tail = (7).to_bytes(8, "big", signed=True) + b"payload"
+    plain = _part(b"coach.agent_step") + parts + tail
+    said = _part(b"coach.agent_step+text") + _part("hé".encode()) + parts + tail
+    assert codec.sign("s1", 7, b"payload").signature == hmac.digest(secret, plain, "sha256")[:16]
+    with_text = codec.sign("s1", 7, b"payload", text="hé").signature
+    assert with_text == hmac.digest(secret, said, "sha256")[:16]
+    version_1 = plain.replace(_part(b"2"), _part(b"1"))
+    assert codec.sign("s1", 7, b"payload", version=1).signature == hmac.digest(
+        secret, version_1, "sha256"
+    )
 
 
 def test_signature_binds_session_position_and_secret() -> None:

@@ -91,17 +91,17 @@ def new_data_key() -> bytes:
     return AESGCM.generate_key(bit_length=256)
 
 
-def _part(value: object) -> str:
-    if type(value) is str:
-        return value
-    if isinstance(value, datetime):
-        return str((value - _EPOCH) // _MICROSECOND)  # aware: any zone, the same instant
-    return str(value)
-
-
 def associated(table: str, column: str, row: Iterable[object]) -> bytes:
     """The associated data of ``table.column`` in the row named by ``row``'s values."""
-    return "\x1f".join((table + "." + column, *map(_part, row))).encode()
+    parts = [table + "." + column]
+    for value in row:
+        if type(value) is str:
+            parts.append(value)
+        elif isinstance(value, datetime):  # aware: any zone, the same instant
+            parts.append(str((value - _EPOCH) // _MICROSECOND))
+        else:
+            parts.append(str(value))
+    return "\x1f".join(parts).encode()
 
 
 class Sealer:
@@ -134,7 +134,10 @@ class Sealer:
         """
         if blob is None:
             return None
-        data = bytes(blob) if isinstance(blob, bytes | bytearray | memoryview) else b""
+        if type(blob) is bytes:
+            data = blob
+        else:
+            data = bytes(blob) if isinstance(blob, bytearray | memoryview) else b""
         if data[:1] != _FORMAT:
             raise CorruptBlob(f"{table}.{column} of user {self.owner_id} is not sealed")
         try:
