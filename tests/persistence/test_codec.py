@@ -29,6 +29,7 @@ def test_round_trip_of_plain_values_and_chat_items() -> None:
         decoded = codec.decode("s1", encoded)
         assert decoded == step
         if isinstance(step, llm.ChatMessage | llm.FunctionCall):
+            assert isinstance(decoded, type(step))
             assert decoded.model_fields_set == step.model_fields_set
 
 
