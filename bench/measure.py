@@ -57,6 +57,7 @@ async def pg_database(tag: str) -> AsyncIterator[str]:
         yield name
     finally:
         await pg_fetchval(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _drop_key_file(name)
 
 
 MASTER_KEY = "coach-bench-master-key-0123456789abcdef"
@@ -69,7 +70,17 @@ def key_store(url: str) -> str | None:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return None
-    return f"sqlite:///{Path(tempfile.gettempdir()) / f'coach-bench-keys-{parsed.database}.db'}"
+    return f"sqlite:///{_key_file(str(parsed.database))}"
+
+
+def _key_file(database: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"coach-bench-keys-{database}.db"
+
+
+def _drop_key_file(database: str) -> None:
+    """Remove the key store :func:`key_store` names for a PostgreSQL ``database``."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{_key_file(database)}{suffix}").unlink(missing_ok=True)
 
 
 def key_settings(url: str) -> dict[str, Any]:
