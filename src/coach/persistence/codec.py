@@ -237,9 +237,9 @@ class StepCodec:
                     where = f"step {seq} of session {session_id}"
                     raise CorruptBlob(f"{where}: unknown codec {codec!r} v{version}")
                 bound[key] = _bound(codec, version, session_id)
-            payload = payload if type(payload) is bytes else bytes(payload)
+            payload = bytes(payload)
             expected = self._mac(bound[key], seq, payload, version, text)
-            if not hmac.compare_digest(expected, signature):
+            if not hmac.compare_digest(expected, bytes(signature)):
                 raise CorruptBlob(f"step {seq} of session {session_id}: signature mismatch")
             try:
                 if version == 1:
@@ -306,7 +306,6 @@ _HEAD: Final = _part(_DOMAIN)
 _HEAD_WITH_TEXT: Final = _part(_DOMAIN_WITH_TEXT)
 
 
-@functools.lru_cache(maxsize=256)
 def _bound(codec: str, version: int, session_id: str) -> bytes:
     """The signed message's codec, version and session parts."""
     return _part(codec.encode()) + _part(str(version).encode()) + _part(session_id.encode())

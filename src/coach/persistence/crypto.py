@@ -134,10 +134,7 @@ class Sealer:
         """
         if blob is None:
             return None
-        if type(blob) is bytes:
-            data = blob
-        else:
-            data = bytes(blob) if isinstance(blob, bytearray | memoryview) else b""
+        data = bytes(blob) if isinstance(blob, bytes | bytearray | memoryview) else b""
         if data[:1] != _FORMAT:
             raise CorruptBlob(f"{table}.{column} of user {self.owner_id} is not sealed")
         try:
