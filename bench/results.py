@@ -44,7 +44,7 @@ from .core import machine
 from .measure import table, verdict
 from .pgload import LoadResult, load_report, raw_ratios, section_load
 from .profiles import Ladder
-from .startup import STACK_COLUMN, TARGET
+from .startup import STACK_COLUMN, TARGET, stack_verdict
 
 COMMAND = "python -m bench.results"
 BEGIN, END = "<!-- bench.results: begin -->", "<!-- bench.results: end -->"
@@ -194,13 +194,11 @@ class Startup:
     def row(self, label: str, target: float) -> list[str]:
         """A verdict row: the figure, its stack's beside it, and whether the stack alone
         puts the target out of reach on this machine."""
-        figure, met = f"{self.cpu:.2f}", self.cpu <= target
+        figure = f"{self.cpu:.2f}"
         if self.stack is not None:
             figure += f" (its stack's imports alone: {self.stack:.2f})"
-        mark = verdict(met)
-        if not met and self.stack is not None and self.stack > target:
-            mark += ": its stack alone is over the target here"
-        return [label, figure, f"≤ {target:g}", mark]
+        said = stack_verdict(self.cpu, self.stack, target)
+        return [label, figure, f"≤ {target:g}", said.replace("not met", verdict(False), 1)]
 
 
 def startup_rows(text: str) -> dict[str, Startup]:

@@ -311,6 +311,14 @@ _header = False
 
 STACK_COLUMN = "its stack's imports alone: CPU s, median"
 OVER_COLUMN = "coach over them: paired difference, median"
+STACK_OVER = "its stack alone is over the target here"
+
+
+def stack_verdict(cpu: float, stack: float | None, target: float) -> str:
+    """``met`` or ``not met`` — with why, when the stack's imports alone are over."""
+    if cpu <= target:
+        return "met"
+    return f"not met: {STACK_OVER}" if stack is not None and stack > target else "not met"
 
 
 def _row(
@@ -341,12 +349,11 @@ def _row(
         for t in trees
     )
     alone = over = "–"
-    verdict = "met" if meds[-1] <= case.target else "not met"
     if stack:
         own = [cpu - s for (cpu, _), s in zip(runs[trees[-1]], stack, strict=True)]
         alone, over = f"{statistics.median(stack):.2f}", f"{statistics.median(own):+.2f}"
-        if verdict == "not met" and statistics.median(stack) > case.target:
-            verdict = "not met: its stack alone is over the target here"
+    median = statistics.median(stack) if stack else None
+    verdict = stack_verdict(meds[-1], median, case.target)
     print(
         f"| {name} | {cells} | {loaded} | {alone} | {over} | ≤ {case.target:g} s | {verdict} |",
         flush=True,
