@@ -72,7 +72,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy.engine import Connection
@@ -115,6 +115,7 @@ from .storage_speed import (
     measured,
     rotate,
     sealed_rows,
+    sqlite_of,
     write_turn_rows,
 )
 from .text import Turn, turns
@@ -383,11 +384,6 @@ class Ladder:
     """The peer's row, when the ladder has one: every row is also given over it."""
 
 
-def _db(conn: Connection) -> sqlite3.Connection:
-    """The sqlite3 connection under a SQLAlchemy one (raw's statements run on it)."""
-    return cast(sqlite3.Connection, conn.connection.dbapi_connection)
-
-
 async def turn_parts(rounds: int, count: int) -> Ladder:
     """Each round, ``count`` turns of each layer — from coach without its storage layer
     up to the whole ``write_batch``, one layer added at a time — in an order that
@@ -440,7 +436,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             """``write`` in SQLAlchemy's connection and transaction, without ``Database.run``."""
             with engine.connect() as conn, conn.begin():
                 driver_sql(conn, "BEGIN IMMEDIATE")
-                write(_db(conn))
+                write(sqlite_of(conn))
 
         async def bare(n: int) -> None:
             await loop.run_in_executor(thread, transaction, statements(SQLALCHEMY, n))
@@ -481,7 +477,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
 
         async def unit(n: int) -> None:
             write = statements(UNIT, n)
-            await repo.database.run(lambda conn: write(_db(conn)), write=True, what="bench")
+            await repo.database.run(lambda conn: write(sqlite_of(conn)), write=True, what="bench")
 
         async def apply(n: int) -> None:
             plan = planned(APPLY, n)

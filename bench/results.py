@@ -293,6 +293,11 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
         "(`bench.handwritten`) / SQLiteSession",
         *_ratio(r.resume, ss.HAND, ss.PEER),
     )
+    plain(
+        "by hand in SQLAlchemy, a resume: the same read in SQLAlchemy's connection and "
+        "transaction, then the same decode / SQLiteSession",
+        *_ratio(r.resume, ss.HAND_STACK, ss.PEER),
+    )
     for what, batches in (("a turn", r.writes), ("a resume", r.resume)):
         label = f"coach's own work in {what}, no database / SQLiteSession's whole {what[2:]}"
         plain(label, *_ratio(batches, ss.WORK, ss.PEER))

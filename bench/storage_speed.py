@@ -34,6 +34,10 @@ What is compared (issue 25's targets):
   outputs, the window, the steps from the window's oldest message on, the state: one
   transaction) and coach's own work opens it. coach without its storage layer: when
   this is above a target, no change to that layer can meet it.
+* **by hand** (a read): raw's read, then the contract's decode written by hand
+  (:func:`bench.handwritten.hand_decode`); and **by hand in SQLAlchemy**: the same read
+  in SQLAlchemy's connection and transaction, then the same decode — the stack doing
+  the contract's work with nothing of coach's around it.
 
 Every figure is **process CPU** (``time.process_time``: all threads — the loop and the
 database threads), per turn or per read, for one store's batch of a round; a round runs
@@ -64,7 +68,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
+
+from sqlalchemy.engine import Connection
 
 from coach.persistence import open_repository
 from coach.persistence.batch import Plan
@@ -72,6 +78,7 @@ from coach.persistence.codec import StepCodec
 from coach.persistence.conversation import open_content
 from coach.persistence.crypto import Sealer, new_data_key
 from coach.persistence.driver import utc
+from coach.persistence.engine import driver_sql
 from coach.persistence.memory import decode_or_empty
 from coach.persistence.schema import utcnow
 
@@ -98,6 +105,13 @@ HAND = "by hand: raw sqlite3's read, then the contract's decode written by hand"
 """Per read: what ``resume_session`` reads, read by raw, then opened, verified and
 unpickled into chat items by :func:`bench.handwritten.hand_decode` — the contract's work
 with no layer around it (a hand-tuned reference, not a proven minimum)."""
+HAND_STACK = (
+    "by hand in SQLAlchemy: raw's statements in SQLAlchemy's connection and transaction, "
+    "then the contract's decode written by hand"
+)
+"""Per read: :data:`HAND`, its statements run in coach's engine's connection and
+transaction (``engine.connect()``, ``begin()``) on a thread of its own: the reference
+with nothing of coach's storage layer but the stack it is built on."""
 WORK = "coach's own work, no database"
 """Per turn: what coach does besides SQL — the ops checked, the steps pickled and signed,
 every personal field sealed; per read: the window's messages and the steps opened,
@@ -230,9 +244,10 @@ class RawCoachRows:
             conn.execute("PRAGMA journal_mode = WAL")
             return conn
 
-        self.conn = await self._call(connect)
+        self.conn = await self.call(connect)
 
-    async def _call(self, fn: Callable[[], Any]) -> Any:
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` on the worker thread."""
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
 
     def rows(self, start: int, turn: Turn) -> tuple[int, list[tuple[Any, ...]]]:
@@ -269,7 +284,7 @@ class RawCoachRows:
             write_turn_rows(conn, self.session_id, start, said, steps, now)
             conn.execute("COMMIT")
 
-        await self._call(unit)
+        await self.call(unit)
 
     async def write_plan(self, plan: Plan, sealer: Sealer) -> None:
         """A planned turn of this session, sealed (:func:`sealed_rows`), then written."""
@@ -310,7 +325,7 @@ class RawCoachRows:
                 conn.execute("COMMIT")
             return len(outputs) + len(messages[::-1]) + len(steps) + len(state)
 
-        result: int = await self._call(unit)
+        result: int = await self.call(unit)
         return result
 
     async def resume_rows(
@@ -321,51 +336,63 @@ class RawCoachRows:
         ``first``, the first of those steps when known: the steps are read by position,
         in one transaction with the session's phase outputs and state, as
         ``resume_session`` reads them (:data:`FLOOR`)."""
-        sid = self.session_id
-        since = (
-            "?" if first is not None else
-            "(SELECT min(seq) FROM agent_steps WHERE session_id = ? AND message_id >= ?)"
-        )  # fmt: skip
 
         def unit() -> tuple[list[Any], list[Any], int]:
             conn = self.conn
             assert conn is not None
-            if first is not None:
-                conn.execute("BEGIN")
-            (count,) = conn.execute(
-                "SELECT memory_steps FROM sessions WHERE id = ?", (sid,)
-            ).fetchone()
-            if first is not None:
-                conn.execute(
-                    "SELECT * FROM phase_outputs WHERE session_id = ? ORDER BY created_at, id",
-                    (sid,),
-                ).fetchall()
-                conn.execute("SELECT * FROM session_state WHERE session_id = ?", (sid,)).fetchall()
-            window = conn.execute(
-                "SELECT id, role, content, created_at FROM session_conversations "
-                "WHERE session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-                (sid, 2 * max_pairs),
-            ).fetchall()
-            steps = conn.execute(
-                "SELECT s.seq, s.codec, s.version, s.signature, s.payload, c.id, c.content, "
-                "c.created_at, c.role FROM agent_steps s "
-                "LEFT JOIN session_conversations c ON c.id = s.message_id "
-                f"WHERE s.session_id = ? AND s.seq >= {since} ORDER BY s.seq",
-                (sid, first) if first is not None else (sid, sid, min(row[0] for row in window)),
-            ).fetchall()
-            if first is not None:
+            if first is None:
+                return resume_rows(conn, self.session_id, max_pairs)
+            conn.execute("BEGIN")
+            try:
+                return resume_rows(conn, self.session_id, max_pairs, first)
+            finally:
                 conn.execute("COMMIT")
-            return window, [_StepRow(*row) for row in steps], int(count)
 
-        found: tuple[list[Any], list[Any], int] = await self._call(unit)
+        found: tuple[list[Any], list[Any], int] = await self.call(unit)
         return found
 
     async def aclose(self) -> None:
         """Close the connection and the thread."""
         if self.conn is not None:
-            await self._call(self.conn.close)
+            await self.call(self.conn.close)
             self.conn = None
         self.pool.shutdown()
+
+
+def sqlite_of(conn: Connection) -> sqlite3.Connection:
+    """The sqlite3 connection under a SQLAlchemy one (raw's statements run on it)."""
+    return cast(sqlite3.Connection, conn.connection.dbapi_connection)
+
+
+def resume_rows(
+    conn: sqlite3.Connection, sid: str, max_pairs: int = 25, first: int | None = None
+) -> tuple[list[Any], list[Any], int]:
+    """:meth:`RawCoachRows.resume_rows`'s statements on ``conn``, in the caller's
+    transaction; with ``first``, the session's phase outputs and state are read too."""
+    since = (
+        "?" if first is not None else
+        "(SELECT min(seq) FROM agent_steps WHERE session_id = ? AND message_id >= ?)"
+    )  # fmt: skip
+    (count,) = conn.execute("SELECT memory_steps FROM sessions WHERE id = ?", (sid,)).fetchone()
+    if first is not None:
+        conn.execute(
+            "SELECT * FROM phase_outputs WHERE session_id = ? ORDER BY created_at, id",
+            (sid,),
+        ).fetchall()
+        conn.execute("SELECT * FROM session_state WHERE session_id = ?", (sid,)).fetchall()
+    window = conn.execute(
+        "SELECT id, role, content, created_at FROM session_conversations "
+        "WHERE session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+        (sid, 2 * max_pairs),
+    ).fetchall()
+    steps = conn.execute(
+        "SELECT s.seq, s.codec, s.version, s.signature, s.payload, c.id, c.content, "
+        "c.created_at, c.role FROM agent_steps s "
+        "LEFT JOIN session_conversations c ON c.id = s.message_id "
+        f"WHERE s.session_id = ? AND s.seq >= {since} ORDER BY s.seq",
+        (sid, first) if first is not None else (sid, sid, min(row[0] for row in window)),
+    ).fetchall()
+    return window, [_StepRow(*row) for row in steps], int(count)
 
 
 async def _coach_session(path: Path, mode: str = "batch") -> tuple[CoachBackend, Any]:
@@ -479,6 +506,7 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
             WORK: lambda _n: decode(),
             FLOOR: lambda _n: decode(read=True),
             HAND: lambda _n: decode(read=True, by_hand=True),
+            HAND_STACK: lambda _n: decode(read=True, by_hand=True, stack=True),
         }
         try:
             for read in readers.values():  # warm-up: statement caches, first connections
@@ -513,17 +541,28 @@ async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[..., Awai
     of them on, read once (by ``raw``), then — each call — opened, verified and unpickled
     with coach's own functions, as ``resume_session`` does after its SQL. With
     ``read=True`` (:data:`FLOOR`) each call reads them again first; with ``by_hand=True``
-    (:data:`HAND`) the decode is :func:`~bench.handwritten.hand_decode`'s."""
+    (:data:`HAND`) the decode is :func:`~bench.handwritten.hand_decode`'s; with
+    ``stack=True`` as well (:data:`HAND_STACK`) the read runs in SQLAlchemy's connection
+    and transaction, on ``raw``'s thread."""
     sid = raw.session_id
     sealer = await coach.repo.vault.sealer(coach.user_id)
     assert sealer is not None
     once = await raw.resume_rows()
     codec = StepCodec(SECRET)
     aead = sealer._aead  # the person's cipher, for the hand-written decode
+    engine = coach.repo.database.sync_engine
 
-    async def decode(read: bool = False, by_hand: bool = False) -> int:
+    def in_stack(first: int) -> tuple[list[Any], list[Any], int]:
+        with engine.connect() as conn, conn.begin():
+            driver_sql(conn, "BEGIN")
+            return resume_rows(sqlite_of(conn), sid, first=first)
+
+    async def decode(read: bool = False, by_hand: bool = False, stack: bool = False) -> int:
         at = once[1][0].seq if once[1] else once[2]
-        window, steps, stored = await raw.resume_rows(first=at) if read else once
+        if stack:
+            window, steps, stored = await raw.call(lambda: in_stack(at))
+        else:
+            window, steps, stored = await raw.resume_rows(first=at) if read else once
         if by_hand:
             texts, steps_by_hand = hand_decode(aead, SECRET, sid, window, steps)
             return len(texts) + len(steps_by_hand)
