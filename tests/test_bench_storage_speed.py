@@ -1,10 +1,10 @@
-"""The resume's rows of ``bench.storage_speed`` decode the same window whichever way they
-are read.
+"""Every reader of a resume in ``bench.storage_speed`` decodes a full window.
 
 No timing is asserted: the figures are the bench's. What is held here is that the
-reference read in SQLAlchemy's connection and transaction (``HAND_STACK``) reads and
-decodes what the reference on raw sqlite3 (``HAND``) and coach's own decode do — a full
-window of 50 messages and their 50 memory steps — so the rows compare equal work.
+reference read in SQLAlchemy's connection and transaction (``HAND_STACK``) decodes as
+many items as the reference on raw sqlite3 (``HAND``), the floor and coach's own decode
+— a full window of 50 messages and their 50 memory steps —, so no row times an empty or
+a short read.
 """
 
 from __future__ import annotations
