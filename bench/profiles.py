@@ -95,6 +95,7 @@ from .rawrows import (
     RawOverSQLAlchemy,
     pg_statements,
     raw_batches,
+    sqlite_of,
     sqlite_time,
 )
 from .recorder_cpu import (
@@ -115,7 +116,6 @@ from .storage_speed import (
     measured,
     rotate,
     sealed_rows,
-    sqlite_of,
     write_turn_rows,
 )
 from .text import Turn, turns
@@ -310,7 +310,7 @@ async def profile_recorder_pg(count: int, sessions: int, top: int) -> ProfileRes
     """A ``Recorder`` recording ``count`` turns spread round-robin over ``sessions``
     sessions on PostgreSQL, then ``flush`` (after a short unprofiled warm-up). Every
     statement runs on the loop's thread, so its profile is the whole process's."""
-    async with pg_repo() as (repo, _):
+    async with pg_repo() as (repo, _, _url):
         await record(repo, workload(await new_sessions(repo, 2), 10, seed=-1))
         ops = workload(await new_sessions(repo, sessions), count // sessions, seed=5)
         found = _AllThreads()
@@ -544,7 +544,7 @@ async def batch_parts_pg(rounds: int, turns: int) -> Ladder:
     each layer of coach's PostgreSQL write path costs per message, without the recorder
     (the floor's and coach's alike)."""
     parts: dict[str, list[float]] = {k: [] for k in PG_LAYERS}
-    async with pg_repo() as (repo, dsn):
+    async with pg_repo() as (repo, dsn, _url):
         user = await repo.get_or_create_user("bench")
         sealer = await repo.vault.sealer(user.id)
         codec, per = StepCodec(SECRET), PG_SESSIONS * turns * 3

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 from sqlalchemy.engine import URL, Connection
@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from coach.persistence.codec import StepCodec
 from coach.persistence.crypto import Sealer, new_data_key
-from coach.persistence.engine import create_engine, driver_sql
+from coach.persistence.engine import Database, create_engine, driver_sql
 from coach.persistence.memory import encode_rows, message_text
 from coach.store import AddMessage, AppendSteps
 
@@ -137,6 +137,30 @@ _STEP = (
 )
 
 
+def sqlite_statements(conn: sqlite3.Connection, rows: RawBatch) -> None:
+    """Raw sqlite3's statements of a batch, in the caller's transaction: every claim,
+    every message (its id kept for the steps that carry it), every step."""
+    now = sqlite_time(rows.now)
+    for sid, before, after in rows.claims:
+        claimed = conn.execute(_CLAIM.format("?", "?", "?"), (after, sid, before))
+        if claimed.rowcount != 1:
+            raise RuntimeError(f"stale claim of {sid} at {before}")
+    insert = _MESSAGE.format("?", "?", "?", "?")
+    ids = [conn.execute(insert, (*m, now)).lastrowid for m in rows.messages]
+    conn.executemany(
+        _STEP.format(*"???????"),
+        [
+            (*step, None if link is None else ids[link])
+            for step, link in zip(rows.steps, rows.links, strict=True)
+        ],
+    )
+
+
+def sqlite_of(conn: Connection) -> sqlite3.Connection:
+    """The sqlite3 connection under a SQLAlchemy one (raw's statements run on it)."""
+    return cast(sqlite3.Connection, conn.connection.dbapi_connection)
+
+
 class RawSQLite:
     """stdlib ``sqlite3`` in one worker thread, with coach's PRAGMAs: one hand-off and
     one transaction per batch."""
@@ -163,26 +187,16 @@ class RawSQLite:
 
     async def write(self, rows: RawBatch) -> None:
         """The batch in one transaction."""
-        now = sqlite_time(rows.now)
 
         def unit() -> None:
             conn = self.conn
             assert conn is not None
             conn.execute("BEGIN IMMEDIATE")
-            for sid, before, after in rows.claims:
-                claimed = conn.execute(_CLAIM.format("?", "?", "?"), (after, sid, before))
-                if claimed.rowcount != 1:
-                    conn.execute("ROLLBACK")
-                    raise RuntimeError(f"stale claim of {sid} at {before}")
-            insert = _MESSAGE.format("?", "?", "?", "?")
-            ids = [conn.execute(insert, (*m, now)).lastrowid for m in rows.messages]
-            conn.executemany(
-                _STEP.format(*"???????"),
-                [
-                    (*step, None if link is None else ids[link])
-                    for step, link in zip(rows.steps, rows.links, strict=True)
-                ],
-            )
+            try:
+                sqlite_statements(conn, rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
             conn.execute("COMMIT")
 
         await self._call(unit)
@@ -324,6 +338,42 @@ class RawOverSQLAlchemy:
         if self.engine is not None:
             await self.engine.dispose()
             self.engine = None
+
+
+class RawSQLiteOverSQLAlchemy:
+    """Raw sqlite3's statements through SQLAlchemy: coach's own SQLite engine (a
+    :class:`~coach.persistence.engine.Database`'s), one connection and transaction per
+    batch (``engine.connect()``, ``begin()``, ``BEGIN IMMEDIATE``) on a thread of its own,
+    the statements (:func:`sqlite_statements`) on the sqlite3 connection under it —
+    SQLAlchemy's share of a write on SQLite, with nothing of coach's storage layer."""
+
+    def __init__(self, url: str | URL) -> None:
+        self.url = url
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="raw-sqlalchemy")
+        self.database: Database | None = None
+
+    async def open(self) -> None:
+        """Make the engine (``url``: a ``sqlite`` URL of a database coach migrated)."""
+        self.database = Database(self.url, pool_size=1)
+
+    async def write(self, rows: RawBatch) -> None:
+        """The batch in one transaction."""
+        assert self.database is not None
+        engine = self.database.sync_engine
+
+        def unit() -> None:
+            with engine.connect() as conn, conn.begin():
+                driver_sql(conn, "BEGIN IMMEDIATE")
+                sqlite_statements(sqlite_of(conn), rows)
+
+        await asyncio.get_running_loop().run_in_executor(self.pool, unit)
+
+    async def aclose(self) -> None:
+        """Close the engine's connection and the thread."""
+        if self.database is not None:
+            await self.database.dispose()
+            self.database = None
+        self.pool.shutdown()
 
 
 class RawStore:

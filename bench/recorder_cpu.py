@@ -28,6 +28,11 @@ Issue 25's target: recorder CPU per message ≤ 2× raw, on SQLite and on Postgr
   and signed, as coach's contract asks, in one loop and nothing else), over raw's: the
   contract's work with no recorder and no storage layer around it, a hand-tuned
   reference (not a proven minimum). Above the target, it leaves no room for them.
+* **by hand in SQLAlchemy** — the same rows made by hand batch by batch in the timed
+  loop and written with raw's statements in SQLAlchemy's connection and transaction
+  (:class:`bench.rawrows.RawSQLiteOverSQLAlchemy` on coach's own SQLite engine, or
+  :class:`bench.rawrows.RawOverSQLAlchemy` on PostgreSQL), no recorder: the stack doing
+  the contract's work with nothing of coach's, measured in one piece.
 
 With ``--encode-parts``, instead: the part of coach's CPU per message that raw's figure
 leaves out — turning the ops into rows (:func:`raw_batches`: sealing, pickling, signing)
@@ -38,9 +43,10 @@ Workloads: one session of ``--turns`` turns, and ``--sessions`` sessions sharing
 same number of turns round-robin (as concurrent conversations interleave). Every figure
 is **process CPU of all threads** (``time.process_time``); garbage is collected before
 each run (outside the timing) and the collections a run causes count. A round runs
-coach, raw and the floor once each, in an order that rotates; a ratio is the median
-over rounds of coach's (or the floor's) CPU per message over raw's in the same round
-(range in brackets). PostgreSQL's own CPU (the server process) is in none of them.
+coach, raw, the floor and the rows by hand in SQLAlchemy once each, in an order that
+rotates; a ratio is the median over rounds of coach's (or the floor's, or the rows by
+hand in SQLAlchemy's) CPU per message over raw's in the same round (range in brackets).
+PostgreSQL's own CPU (the server process) is in none of them.
 """
 
 from __future__ import annotations
@@ -71,14 +77,21 @@ from coach.store import AddMessage
 from .backends import SECRET, turn_ops
 from .handwritten import hand_batches
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
-from .rawrows import RawAsyncpg, RawSQLite, RawStore, raw_batches
+from .rawrows import (
+    RawAsyncpg,
+    RawOverSQLAlchemy,
+    RawSQLite,
+    RawSQLiteOverSQLAlchemy,
+    RawStore,
+    raw_batches,
+)
 from .text import turns
 
 COMMAND = "python -m bench.recorder_cpu"
 BATCH = 100
 """The recorder's ``max_batch`` (its default), and so the raw writers' batch."""
 TARGET = 2.0
-KINDS = ("coach", "raw", "floor")
+KINDS = ("coach", "raw", "floor", "stack")
 
 
 @dataclass
@@ -99,6 +112,9 @@ class RecorderCpu:
     """CPU per message of coach's recorder over raw's writer (:class:`RawStore`)."""
     hand_cpu: list[float] = field(default_factory=list)
     """CPU per message of encoding the rows by hand (:func:`hand_batches`): not in raw."""
+    stack_cpu: list[float] = field(default_factory=list)
+    """CPU per message of the rows made by hand and written with raw's statements in
+    SQLAlchemy's connection and transaction (:func:`write_by_hand`), no recorder."""
 
     @property
     def name(self) -> str:
@@ -120,6 +136,12 @@ class RecorderCpu:
         """(raw + the rows encoded by hand) / raw CPU per message, per round: the
         contract's work with no recorder or storage layer around it, over raw."""
         return [(r + h) / r for r, h in zip(self.raw_cpu, self.hand_cpu, strict=True)]
+
+    @property
+    def stack_ratios(self) -> list[float]:
+        """By hand in SQLAlchemy / raw CPU per message, per round: the stack doing the
+        contract's work, with nothing of coach's, over raw."""
+        return [a / b for a, b in zip(self.stack_cpu, self.raw_cpu, strict=True)]
 
 
 def workload(sessions: Sequence[str], texts_per: int, seed: int) -> list[Any]:
@@ -192,14 +214,39 @@ async def write_raw(
     return time.process_time() - cpu, time.perf_counter() - wall, encoding, by_hand
 
 
+async def write_by_hand(
+    writer: RawSQLiteOverSQLAlchemy | RawOverSQLAlchemy,
+    ops: Sequence[Any],
+    *,
+    aead: AESGCM | None = None,
+    secret: bytes = SECRET,
+    batch: int = BATCH,
+) -> tuple[float, float]:
+    """``ops``'s rows made by hand (:func:`hand_batches`) batch by batch in the timed
+    loop, each written by ``writer`` (raw's statements in SQLAlchemy's connection and
+    transaction): (CPU s, wall s). No recorder, no storage layer. ``aead`` and
+    ``secret``: the person's cipher and the memory secret, for rows coach reads back
+    (default: a random key, the bench's secret)."""
+    aead = aead or AESGCM(new_data_key())
+    chunks = [ops[i : i + batch] for i in range(0, len(ops), batch)]
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    for chunk in chunks:
+        for rows in hand_batches(chunk, secret, aead, batch):
+            await writer.write(rows)
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
 @asynccontextmanager
-async def pg_repo() -> AsyncIterator[tuple[Any, str]]:
+async def pg_repo() -> AsyncIterator[tuple[Any, str, str]]:
+    """A migrated PostgreSQL database and coach's repository on it; yields the
+    repository, asyncpg's DSN and SQLAlchemy's URL of it."""
     async with pg_database("reccpu") as name:
         repo = await open_repository(
             pg_url(name), **coach_keys(pg_url(name)), secret=SECRET, create_schema=True
         )
         try:
-            yield repo, pg_url(name, "postgresql")
+            yield repo, pg_url(name, "postgresql"), pg_url(name)
         finally:
             await repo.aclose()
 
@@ -222,6 +269,13 @@ async def _sqlite_round(
             return await record(repo, ops)
     finally:
         await repo.aclose()
+    if kind == "stack":
+        stack = RawSQLiteOverSQLAlchemy(sqlite_url(path))
+        await stack.open()
+        try:
+            return await write_by_hand(stack, ops)
+        finally:
+            await stack.aclose()
     raw = RawSQLite(path)
     await raw.open()
     try:
@@ -233,13 +287,13 @@ async def _sqlite_round(
 
 
 def _order(n: int) -> tuple[str, ...]:
-    """Round ``n``'s order of the three writers (each first in turn)."""
-    return KINDS[n % 3 :] + KINDS[: n % 3]
+    """Round ``n``'s order of the writers (each first in turn)."""
+    return KINDS[n % len(KINDS) :] + KINDS[: n % len(KINDS)]
 
 
 async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
-    """``rounds`` rounds of coach's recorder, raw and the floor on ``db`` (after a
-    warm-up)."""
+    """``rounds`` rounds of coach's recorder, raw, the floor and the rows by hand in
+    SQLAlchemy on ``db`` (after a warm-up)."""
     result = RecorderCpu(db, sessions, per)
     if db == "sqlite":
         with sqlite_dir() as directory:
@@ -250,9 +304,10 @@ async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
                     _add(result, kind, await _sqlite_round(kind, directory, sessions, per, n))
                 _log(result)
         return result
-    async with pg_repo() as (repo, dsn):  # one database; new sessions every run
-        raw = RawAsyncpg(dsn)
+    async with pg_repo() as (repo, dsn, url):  # one database; new sessions every run
+        raw, stack = RawAsyncpg(dsn), RawOverSQLAlchemy(url)
         await raw.open()
+        await stack.open()
         try:
             floor = RawStore(raw, StepCodec(SECRET))
             for n in range(-1, rounds):
@@ -261,6 +316,8 @@ async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
                     found: tuple[float, ...]
                     if kind == "raw":
                         found = await write_raw(raw, ops)
+                    elif kind == "stack":
+                        found = await write_by_hand(stack, ops)
                     else:
                         found = await record(repo if kind == "coach" else floor, ops)
                     if n >= 0:
@@ -268,6 +325,7 @@ async def measure(db: str, sessions: int, per: int, rounds: int) -> RecorderCpu:
                 if n >= 0:
                     _log(result)
         finally:
+            await stack.aclose()
             await raw.aclose()
     return result
 
@@ -280,6 +338,8 @@ def _add(result: RecorderCpu, kind: str, found: tuple[float, ...]) -> None:
         result.ops_per_commit.append(found[2])
     elif kind == "floor":
         result.floor_cpu.append(found[0] / messages)
+    elif kind == "stack":
+        result.stack_cpu.append(found[0] / messages)
     else:
         result.raw_cpu.append(found[0] / messages)
         result.raw_wall.append(found[1] / messages)
@@ -288,12 +348,15 @@ def _add(result: RecorderCpu, kind: str, found: tuple[float, ...]) -> None:
 
 
 def _log(result: RecorderCpu) -> None:
-    done = min(len(result.coach_cpu), len(result.raw_cpu), len(result.floor_cpu))
+    done = min(
+        len(result.coach_cpu), len(result.raw_cpu), len(result.floor_cpu), len(result.stack_cpu)
+    )
     if done:
         print(
             f"  [recorder cpu] {result.db} {result.name} round {done}: coach "
             f"{result.coach_cpu[done - 1] * 1e6:.0f} µs, raw {result.raw_cpu[done - 1] * 1e6:.0f}"
-            f" µs, floor {result.floor_cpu[done - 1] * 1e6:.0f} µs per message",
+            f" µs, floor {result.floor_cpu[done - 1] * 1e6:.0f} µs, by hand in SQLAlchemy "
+            f"{result.stack_cpu[done - 1] * 1e6:.0f} µs per message",
             flush=True,
         )
 
@@ -302,10 +365,11 @@ def report(results: Sequence[RecorderCpu]) -> str:
     """The table and the verdicts."""
     rows = []
     for r in results:
-        ratios, floors, hands = r.ratios, r.floor_ratios, r.hand_ratios
-        mid, floor, hand = (statistics.median(x) for x in (ratios, floors, hands))
+        ratios, floors, hands, stacks = r.ratios, r.floor_ratios, r.hand_ratios, r.stack_ratios
+        mid, floor, hand, stack = (statistics.median(x) for x in (ratios, floors, hands, stacks))
         above = "; the floor is above it" if floor > TARGET else ""
         above += "; so is raw with the rows by hand" if hand > TARGET else ""
+        above += "; so are the rows by hand in SQLAlchemy" if stack > TARGET else ""
         rows.append(
             [
                 r.db,
@@ -318,6 +382,8 @@ def report(results: Sequence[RecorderCpu]) -> str:
                 f"{statistics.median(r.floor_cpu) * 1e6:.0f}",
                 f"{floor:.2f}× ({min(floors):.2f}–{max(floors):.2f})",
                 f"{hand:.2f}× ({min(hands):.2f}–{max(hands):.2f})",
+                f"{statistics.median(r.stack_cpu) * 1e6:.0f}",
+                f"{stack:.2f}× ({min(stacks):.2f}–{max(stacks):.2f})",
                 f"{statistics.median(r.coach_wall) * 1e6:.0f} / "
                 f"{statistics.median(r.raw_wall) * 1e6:.0f}",
                 f"{statistics.median(r.ops_per_commit):.0f} / {BATCH}",
@@ -335,6 +401,9 @@ def report(results: Sequence[RecorderCpu]) -> str:
             "floor: coach's recorder over raw's writer, CPU per message (µs)",
             "floor / raw (median of rounds, range)",
             "by hand: raw + the rows encoded by hand / raw",
+            "by hand in SQLAlchemy: the rows made by hand, raw's statements in SQLAlchemy, "
+            "no recorder: CPU per message (µs)",
+            "by hand in SQLAlchemy / raw (median of rounds, range)",
             "wall per message, coach / raw (µs)",
             "ops per commit, coach / raw",
             "target",

@@ -282,6 +282,11 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
     ]
     by_hand = "by hand: raw + the rows encoded by hand (`bench.handwritten`) / raw"
     floors += [(f"{by_hand}, {rec.db} {rec.name}", rec.hand_ratios) for rec in r.recorder]
+    in_stack = (
+        "by hand in SQLAlchemy: the rows made by hand in the timed loop, raw's statements in "
+        "SQLAlchemy, no recorder / raw"
+    )
+    floors += [(f"{in_stack}, {rec.db} {rec.name}", rec.stack_ratios) for rec in r.recorder]
     for label, found in floors:
         if found:
             plain(label, statistics.median(found), min(found), max(found))

@@ -68,9 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple, cast
-
-from sqlalchemy.engine import Connection
+from typing import Any, NamedTuple
 
 from coach.persistence import open_repository
 from coach.persistence.batch import Plan
@@ -85,7 +83,7 @@ from coach.persistence.schema import utcnow
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items, turn_ops
 from .handwritten import hand_decode
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url
-from .rawrows import sqlite_time
+from .rawrows import sqlite_of, sqlite_time
 from .text import Turn, turns
 
 COMMAND = "python -m bench.storage_speed"
@@ -358,11 +356,6 @@ class RawCoachRows:
             await self.call(self.conn.close)
             self.conn = None
         self.pool.shutdown()
-
-
-def sqlite_of(conn: Connection) -> sqlite3.Connection:
-    """The sqlite3 connection under a SQLAlchemy one (raw's statements run on it)."""
-    return cast(sqlite3.Connection, conn.connection.dbapi_connection)
 
 
 def resume_rows(

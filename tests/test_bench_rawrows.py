@@ -8,7 +8,8 @@ message fell into the previous batch (its text then stays in the step, as coach 
 The floor (coach's ``Recorder`` over a raw writer, :class:`RawStore`) stores them too,
 and so does the floor through SQLAlchemy (raw's statements in SQLAlchemy's connection
 and transaction, :class:`RawOverSQLAlchemy`), and section 5's writer by hand (the rows
-made by ``bench.handwritten``, written through SQLAlchemy with no recorder).
+made by ``bench.handwritten``, written through SQLAlchemy with no recorder), and so do
+``bench.recorder_cpu``'s rows by hand in SQLAlchemy on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import threading
 
 import pytest
 from bench.pgload import _by_hand
-from bench.rawrows import RawAsyncpg, RawOverSQLAlchemy, RawSQLite, RawStore, raw_batches
+from bench.rawrows import (
+    RawAsyncpg,
+    RawOverSQLAlchemy,
+    RawSQLite,
+    RawSQLiteOverSQLAlchemy,
+    RawStore,
+    raw_batches,
+)
+from bench.recorder_cpu import write_by_hand
 from livekit.agents import llm
 from sqlalchemy.engine import make_url
 
@@ -148,3 +157,35 @@ async def test_the_writer_by_hand_through_sqlalchemy_s_rows_read_back_as_coach_s
     )
     assert done.batches == len(ops) // 4 - 1  # the first batch warms up, outside the timing
     await _check(repo, sessions, 4)
+
+
+async def _in_stack(writer: RawSQLiteOverSQLAlchemy | RawOverSQLAlchemy, repo: Repository) -> None:
+    """Four turns of two sessions, their rows made by hand in batches of four ops and
+    written by ``writer``, read back by coach."""
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    sealer = await repo.vault.sealer(user.id)
+    assert sealer is not None
+    await writer.open()
+    try:
+        await write_by_hand(
+            writer, _ops(sessions, 4), aead=sealer._aead, secret=MEMORY_SECRET, batch=4
+        )
+    finally:
+        await writer.aclose()
+    await _check(repo, sessions, 4)
+
+
+async def test_the_rows_by_hand_in_sqlalchemy_read_back_as_coach_s(
+    sqlite_url: str, open_repo: object
+) -> None:
+    repo: Repository = await open_repo(sqlite_url)  # type: ignore[operator]
+    await _in_stack(RawSQLiteOverSQLAlchemy(sqlite_url), repo)
+
+
+@pytest.mark.postgres
+async def test_the_rows_by_hand_in_sqlalchemy_read_back_as_coach_s_on_postgres(
+    postgres_url: str, open_repo: object
+) -> None:
+    repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
+    await _in_stack(RawOverSQLAlchemy(postgres_url), repo)
