@@ -353,8 +353,16 @@ class RawSQLiteOverSQLAlchemy:
         self.database: Database | None = None
 
     async def open(self) -> None:
-        """Make the engine (``url``: a ``sqlite`` URL of a database coach migrated)."""
+        """Make the engine (``url``: a ``sqlite`` URL of a database coach migrated), and
+        its connection and thread, as :class:`RawSQLite` makes its own: before any timing."""
         self.database = Database(self.url, pool_size=1)
+        engine = self.database.sync_engine
+
+        def connect() -> None:
+            with engine.connect():
+                pass  # the pool keeps the connection for the batches
+
+        await asyncio.get_running_loop().run_in_executor(self.pool, connect)
 
     async def write(self, rows: RawBatch) -> None:
         """The batch in one transaction."""
