@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 from coach.conversation.recorder import Recorder
 from coach.persistence import Repository
 from coach.persistence.codec import StepCodec
+from coach.persistence.crypto import Sealer
 from coach.store import AddMessage, AppendSteps
 from tests.support import MEMORY_SECRET
 
@@ -57,6 +58,15 @@ def _ops(sessions: list[str], turns: int) -> list[object]:
     return ops
 
 
+async def _two_sessions(repo: Repository) -> tuple[list[str], Sealer]:
+    """Two new sessions of one person, and that person's sealer."""
+    user = await repo.get_or_create_user("raw")
+    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    sealer = await repo.vault.sealer(user.id)
+    assert sealer is not None
+    return sessions, sealer
+
+
 async def _check(repo: Repository, sessions: list[str], turns: int) -> None:
     for sid in sessions:
         said = [(m.role, m.content) for m in await repo.get_session_conversation(sid)]
@@ -67,9 +77,7 @@ async def _check(repo: Repository, sessions: list[str], turns: int) -> None:
 
 async def test_raw_sqlite_rows_read_back_as_coach_s(sqlite_url: str, open_repo: object) -> None:
     repo: Repository = await open_repo(sqlite_url)  # type: ignore[operator]
-    user = await repo.get_or_create_user("raw")
-    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
-    sealer = await repo.vault.sealer(user.id)
+    sessions, sealer = await _two_sessions(repo)
     batches = raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), batch=4, sealer=sealer)
     assert any(link is None for b in batches for link in b.links)  # a turn split in two
     raw = RawSQLite(make_url(sqlite_url).database)  # type: ignore[arg-type]
@@ -85,12 +93,10 @@ async def test_raw_sqlite_rows_read_back_as_coach_s(sqlite_url: str, open_repo: 
 @pytest.mark.postgres
 async def test_raw_asyncpg_rows_read_back_as_coach_s(postgres_url: str, open_repo: object) -> None:
     repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
-    user = await repo.get_or_create_user("raw")
-    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    sessions, sealer = await _two_sessions(repo)
     raw = RawAsyncpg(make_url(postgres_url).set(drivername="postgresql").render_as_string(False))
     await raw.open()
     try:
-        sealer = await repo.vault.sealer(user.id)
         for rows in raw_batches(_ops(sessions, 3), StepCodec(MEMORY_SECRET), 4, sealer):
             await raw.write(rows)
     finally:
@@ -101,10 +107,9 @@ async def test_raw_asyncpg_rows_read_back_as_coach_s(postgres_url: str, open_rep
 async def _floor(raw: RawSQLite | RawAsyncpg | RawOverSQLAlchemy, repo: Repository) -> None:
     """Four turns of two sessions through a recorder over ``raw`` (its batches of four
     ops cut turns in two), read back by coach."""
-    user = await repo.get_or_create_user("raw")
-    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    sessions, sealer = await _two_sessions(repo)
     ops = _ops(sessions, 4)
-    store = RawStore(raw, StepCodec(MEMORY_SECRET), await repo.vault.sealer(user.id))
+    store = RawStore(raw, StepCodec(MEMORY_SECRET), sealer)
     recorder = Recorder(store, max_batch=4)  # type: ignore[arg-type]
     await raw.open()
     try:
@@ -147,11 +152,8 @@ async def test_the_writer_by_hand_through_sqlalchemy_s_rows_read_back_as_coach_s
     postgres_url: str, open_repo: object
 ) -> None:
     repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
-    user = await repo.get_or_create_user("raw")
-    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
+    sessions, sealer = await _two_sessions(repo)
     ops = _ops(sessions, 4)
-    sealer = await repo.vault.sealer(user.id)
-    assert sealer is not None
     done = await _by_hand(
         postgres_url, ops, threading.Barrier(1), aead=sealer._aead, secret=MEMORY_SECRET, batch=4
     )
@@ -162,10 +164,7 @@ async def test_the_writer_by_hand_through_sqlalchemy_s_rows_read_back_as_coach_s
 async def _in_stack(writer: RawSQLiteOverSQLAlchemy | RawOverSQLAlchemy, repo: Repository) -> None:
     """Four turns of two sessions, their rows made by hand in batches of four ops and
     written by ``writer``, read back by coach."""
-    user = await repo.get_or_create_user("raw")
-    sessions = [(await repo.create_session(user.id, "c")).id for _ in range(2)]
-    sealer = await repo.vault.sealer(user.id)
-    assert sealer is not None
+    sessions, sealer = await _two_sessions(repo)
     await writer.open()
     try:
         await write_by_hand(
