@@ -27,7 +27,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -178,6 +178,23 @@ def _opened(decrypt: Any, blob: bytes, ad: bytes, kind: bytes) -> bytes:
     if plain[:1] != kind:
         raise ValueError("not the kind of value stored there")
     return plain[1:]
+
+
+class _Writer(Protocol):
+    async def write(self, rows: RawBatch) -> None: ...
+
+
+async def write_hand_batches(
+    writer: _Writer, ops: Sequence[object], secret: bytes, aead: AESGCM, batch: int = 100
+) -> int:
+    """``ops``'s rows made by hand (:func:`hand_batches`) batch by batch of ``batch`` ops,
+    each written by ``writer`` as soon as it is made; the batches written."""
+    written = 0
+    for start in range(0, len(ops), batch):
+        for rows in hand_batches(ops[start : start + batch], secret, aead, batch):
+            await writer.write(rows)
+            written += 1
+    return written
 
 
 def hand_decode(

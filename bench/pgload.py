@@ -220,25 +220,21 @@ async def _by_hand(
 
     from coach.persistence.crypto import new_data_key
 
-    from .handwritten import hand_batches
+    from .handwritten import write_hand_batches
     from .rawrows import RawOverSQLAlchemy
 
     aead = aead or AESGCM(new_data_key())
-    chunks = [ops[i : i + batch] for i in range(0, len(ops), batch)]
     raw = RawOverSQLAlchemy(url)
     await raw.open()
     try:
-        for rows in hand_batches(chunks[0], secret, aead, batch):
-            await raw.write(rows)
+        await write_hand_batches(raw, ops[:batch], secret, aead, batch)
         barrier.wait()
         start = time.monotonic()
-        for chunk in chunks[1:]:
-            for rows in hand_batches(chunk, secret, aead, batch):
-                await raw.write(rows)
+        batches = await write_hand_batches(raw, ops[batch:], secret, aead, batch)
         end = time.monotonic()
     finally:
         await raw.aclose()
-    return WorkerResult((len(ops) - batch) // 2, start, end, len(chunks) - 1, 0)
+    return WorkerResult((len(ops) - batch) // 2, start, end, batches, 0)
 
 
 def _worker(

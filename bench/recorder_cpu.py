@@ -75,7 +75,7 @@ from coach.persistence.crypto import Sealer, associated, new_data_key
 from coach.store import AddMessage
 
 from .backends import SECRET, turn_ops
-from .handwritten import hand_batches
+from .handwritten import hand_batches, write_hand_batches
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url, table, verdict
 from .rawrows import (
     RawAsyncpg,
@@ -228,12 +228,9 @@ async def write_by_hand(
     ``secret``: the person's cipher and the memory secret, for rows coach reads back
     (default: a random key, the bench's secret)."""
     aead = aead or AESGCM(new_data_key())
-    chunks = [ops[i : i + batch] for i in range(0, len(ops), batch)]
     gc.collect()
     cpu, wall = time.process_time(), time.perf_counter()
-    for chunk in chunks:
-        for rows in hand_batches(chunk, secret, aead, batch):
-            await writer.write(rows)
+    await write_hand_batches(writer, ops, secret, aead, batch)
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
