@@ -13,7 +13,8 @@ every turn, and no rewrite takes it away without taking the behaviour with it:
   in its seal);
 * ids bound as ids (a value that is no id matches nothing: ``HexId``), times refused
   unless aware and stored in UTC (``UTCDateTime``);
-* each statement's listeners told and its driver errors translated (``driver_sql``);
+* each statement's listeners told (``driver_sql``; its translation of driver errors
+  is not timed);
 * the unit of work's crash contract: a unit its caller gave up on rolls back instead of
   committing later (``Database.run``'s event and ``_transact``); on PostgreSQL, a
   stalled database reported within the timeout;
@@ -91,7 +92,7 @@ LOCK = (
 )
 RECORDER = (
     "the recorder: queued in order, group commit, back-pressure, commit-lag metrics, "
-    "flush (a `Recorder` on a store that writes nothing)"
+    "flush (a `Recorder` on a store that writes nothing, less its loop's yields)"
 )
 READ_UNIT = f"{UNIT}, a read"
 FLUSH = "the process's recorder flushed before a live resume (idle, as at a reconnect)"
@@ -319,7 +320,7 @@ async def _sealers(owners: Owners, plan: Plan) -> None:
         raise AssertionError("a session of the bench has no owner")
 
 
-async def _stalls(count: int) -> Part:
+def _stalls(count: int) -> Part:
     async def bounded() -> None:
         # the timeout's own cost (a timer set and cancelled) around a unit
         async with asyncio.timeout(30):  # noqa: ASYNC100
@@ -487,7 +488,7 @@ async def _pg_ledgers(
         parts: dict[str, Part] = {
             name: partial(conn.run_sync, _in_greenlet, part) for name, part in thread.items()
         }
-        parts[STALL] = await _stalls(count // 10)
+        parts[STALL] = _stalls(count // 10)
         parts.update(_recorder_parts(repo, loads, count))
         found = await _medians(parts, rounds)
     return [

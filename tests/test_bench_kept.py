@@ -5,16 +5,23 @@ step rows and sessions from the ops, statements and transactions from a model of
 ``write_batch`` runs for them. This holds the model to the repository: the statements
 a listener sees while the recorder's batches are written, on SQLite and on PostgreSQL —
 one claim per session on SQLite, one for all and a lock first on PostgreSQL — are the
-ones the ledger counts. No timing is asserted.
+ones the ledger counts. And the verdicts' "least" rows add the ledger to the reference
+round by round. No timing is asserted.
 """
 
 from __future__ import annotations
 
+import os
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from bench import profiles, storage_speed
 from bench.kept import Kept, Ledger, shape
-from bench.recorder_cpu import BATCH, workload
+from bench.pgload import WorkerResult
+from bench.recorder_cpu import BATCH, RecorderCpu, workload
+from bench.results import least
+from bench.storage_speed import Batch
 from sqlalchemy import event
 
 from coach.persistence import Repository
@@ -53,3 +60,48 @@ def test_a_ledger_is_the_sum_of_its_behaviours_each_as_often_as_called() -> None
     ledger = Ledger("turn", "t", "turn", (Kept("a", 0.5, 4), Kept("b", 2.0, 0.25)))
     assert [row.cost for row in ledger.rows] == [2.0, 0.5]
     assert ledger.total == 2.5
+
+
+def test_the_least_adds_the_ledger_to_the_reference_round_by_round() -> None:
+    """``bench.results.least``: each target's reference in SQLAlchemy plus what coach keeps
+    on that path, over the target's anchor in the same round; for the 4 processes, the
+    reference's throughput with the kept CPU added to each message on the machine's CPUs."""
+    ledgers = [
+        Ledger("turn", "t", "turn", (Kept("a", 10.0, 2),)),  # 20 µs a turn
+        Ledger("resume", "r", "resume", (Kept("b", 50.0, 1),)),  # 50 µs a resume
+        Ledger("postgres 50 × 20", "m", "message", (Kept("c", 4.0, 1),)),  # 4 µs a message
+    ]
+    parts = {profiles.T_STACK: [130.0, 280.0, 180.0], profiles.T_PEER: [100.0, 200.0, 100.0]}
+    resume = {
+        storage_speed.HAND_STACK: [Batch(0.25, 0.25, 100), Batch(0.30, 0.30, 100)],
+        storage_speed.PEER: [Batch(0.10, 0.10, 100), Batch(0.10, 0.10, 100)],
+    }
+    recorder = RecorderCpu("postgres", 50, 20, stack_cpu=[30e-6, 36e-6], raw_cpu=[20e-6, 20e-6])
+    second = 1.0  # each run's 4 processes over one second
+    hand = [[WorkerResult(20_000, 0.0, second, 0, 0)]]
+    raw = [[WorkerResult(40_000, 0.0, second, 0, 0)]]
+    load = SimpleNamespace(hand=hand, raw=raw)
+    found = {
+        b.label.split(":")[0]: b
+        for b in least(
+            SimpleNamespace(  # type: ignore[arg-type]
+                ledgers=ledgers,
+                parts=SimpleNamespace(parts=parts),
+                resume=resume,
+                recorder=[recorder],
+                load=load,
+            )
+        )
+    }
+
+    turn = found["write_batch / SQLiteSession"]
+    assert (turn.median, turn.low, turn.high) == pytest.approx((1.5, 1.5, 2.0))
+    assert turn.met  # at the line: the median on its side meets it
+    # (2.5 ms + 50 µs) / 1 ms and (3 ms + 50 µs) / 1 ms
+    assert found["live resume / SQLiteSession last 50"].median == pytest.approx(2.8)
+    message = found["recorder / raw, postgres 50 × 20"]
+    assert (message.low, message.high) == pytest.approx((1.7, 2.0))
+    fleet = found["4 processes PG / raw asyncpg"]
+    cpus = os.cpu_count() or 1
+    assert fleet.median == pytest.approx(1 / (1 / 20_000 + 4e-6 / cpus) / 40_000)
+    assert fleet.at_least and fleet.target == 0.6
