@@ -92,7 +92,7 @@ LOCK = (
 )
 RECORDER = (
     "the recorder: queued in order, group commit, back-pressure, commit-lag metrics, "
-    "flush (a `Recorder` on a store that writes nothing, less its loop's yields)"
+    "flush (a `Recorder` on a store that writes nothing)"
 )
 READ_UNIT = f"{UNIT}, a read"
 FLUSH = "the process's recorder flushed before a live resume (idle, as at a reconnect)"
