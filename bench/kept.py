@@ -246,16 +246,11 @@ def _thread_parts(
             "created_at": at,
         }
 
-    def bare() -> None:
-        with conn.begin():
-            if begin is not None:
-                driver_sql(conn, begin)
-
     def locked() -> None:
         with conn.begin():
             lock_sessions(conn, lock)
 
-    few = max(1, count // 20)  # a transaction is a round trip on PostgreSQL
+    few = _transactions(count)
     parts = {
         CHECKS: _beside(_timed(lambda: message_row(message, at), count), _timed(plain, count)),
         OWN_TIME: _timed(lambda: at + timedelta(microseconds=7), count),
@@ -267,13 +262,33 @@ def _thread_parts(
         ),
     }
     if lock:
-        parts[LOCK] = _beside(_timed(locked, few), _timed(bare, few))
+        parts[LOCK] = _beside(_timed(locked, few), _timed(partial(_bare, conn, begin), few))
     else:
-        parts[UNIT] = _beside(
-            _timed(lambda: _transact(conn, _nothing, threading.Event(), begin), few),
-            _timed(bare, few),
-        )
+        parts[UNIT] = _unit(conn, begin, few)
     return parts
+
+
+def _transactions(count: int) -> int:
+    """Transactions a round times, for ``count`` calls of a cheap behaviour (a
+    transaction is a round trip on PostgreSQL)."""
+    return max(1, count // 20)
+
+
+def _bare(conn: Connection, begin: str | None) -> None:
+    """A bare transaction on ``conn``, begun with ``begin`` (SQLite) or as the driver does."""
+    with conn.begin():
+        if begin is not None:
+            driver_sql(conn, begin)
+
+
+def _unit(conn: Connection, begin: str | None, few: int) -> Callable[[], float]:
+    """The unit's guard against an abandoned caller: ``_transact`` with its event, over a
+    bare transaction, ``few`` of each."""
+
+    def watched() -> None:  # a new event per unit, as `Database.run` makes one
+        _transact(conn, _nothing, threading.Event(), begin)
+
+    return _beside(_timed(watched, few), _timed(partial(_bare, conn, begin), few))
 
 
 def _nothing(_conn: Connection) -> None:
@@ -377,9 +392,8 @@ async def _sqlite_ledgers(
     try:
         with repo.database.sync_engine.connect() as conn:
             writes = _thread_parts(conn, message, count, "BEGIN IMMEDIATE", [])
-            reads = _thread_parts(conn, message, count, "BEGIN", [])
             parts: dict[str, Part] = {name: partial(_now, part) for name, part in writes.items()}
-            parts[READ_UNIT] = partial(_now, reads[UNIT])
+            parts[READ_UNIT] = partial(_now, _unit(conn, "BEGIN", _transactions(count)))
             parts[PERSON] = _awaited(partial(repo._owners.of_person, coach.user_id), count // 10)
             parts[FLUSH] = _awaited(partial(_flush, idle), count // 10)
             parts.update(_recorder_parts(repo, loads, count))
