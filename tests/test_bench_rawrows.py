@@ -161,9 +161,18 @@ async def test_the_writer_by_hand_through_sqlalchemy_s_rows_read_back_as_coach_s
     await _check(repo, sessions, 4)
 
 
-async def _in_stack(writer: RawSQLiteOverSQLAlchemy | RawOverSQLAlchemy, repo: Repository) -> None:
+async def test_the_rows_by_hand_in_sqlalchemy_read_back_as_coach_s(
+    database_url: str, open_repo: object
+) -> None:
     """Four turns of two sessions, their rows made by hand in batches of four ops and
-    written by ``writer``, read back by coach."""
+    written with raw's statements in SQLAlchemy (coach's own SQLite engine, or its
+    asyncpg adapter), read back by coach."""
+    repo: Repository = await open_repo(database_url)  # type: ignore[operator]
+    writer: RawSQLiteOverSQLAlchemy | RawOverSQLAlchemy = (
+        RawSQLiteOverSQLAlchemy(database_url)
+        if repo.database.dialect == "sqlite"
+        else RawOverSQLAlchemy(database_url)
+    )
     sessions, sealer = await _two_sessions(repo)
     await writer.open()
     try:
@@ -173,18 +182,3 @@ async def _in_stack(writer: RawSQLiteOverSQLAlchemy | RawOverSQLAlchemy, repo: R
     finally:
         await writer.aclose()
     await _check(repo, sessions, 4)
-
-
-async def test_the_rows_by_hand_in_sqlalchemy_read_back_as_coach_s(
-    sqlite_url: str, open_repo: object
-) -> None:
-    repo: Repository = await open_repo(sqlite_url)  # type: ignore[operator]
-    await _in_stack(RawSQLiteOverSQLAlchemy(sqlite_url), repo)
-
-
-@pytest.mark.postgres
-async def test_the_rows_by_hand_in_sqlalchemy_read_back_as_coach_s_on_postgres(
-    postgres_url: str, open_repo: object
-) -> None:
-    repo: Repository = await open_repo(postgres_url)  # type: ignore[operator]
-    await _in_stack(RawOverSQLAlchemy(postgres_url), repo)
