@@ -233,6 +233,42 @@ async def test_two_messages_of_one_batch_cannot_be_swapped(repo: Repository) -> 
         await repo.get_session_conversation(sid)
 
 
+async def test_a_resume_refuses_a_window_message_moved_to_another_row(repo: Repository) -> None:
+    # The resume opens its window with one associated-data head for the session: the
+    # rest of each message's name (its time and role) still binds it.
+    user_id, sid = await visit(repo)
+    first, second = await repo.get_session_conversation(sid)
+    async with raw_sql(repo, begin=True) as conn:
+        await conn.execute(
+            text(
+                "UPDATE session_conversations SET content = "
+                "(SELECT content FROM session_conversations WHERE id = :a) WHERE id = :b"
+            ),
+            {"a": first.id, "b": second.id},
+        )
+    with pytest.raises(CorruptBlob, match="session_conversations.content .* fails its"):
+        await repo.resume_session(sid, user_id=user_id)
+
+
+async def test_a_resume_with_a_step_moved_to_another_position_rebuilds_its_history(
+    repo: Repository, caplog: pytest.LogCaptureFixture
+) -> None:
+    user_id, sid = await visit(repo)
+    assert len((await repo.resume_session(sid, user_id=user_id)).memory) == 3
+    async with raw_sql(repo, begin=True) as conn:
+        await conn.execute(
+            text(
+                "UPDATE agent_steps SET payload = (SELECT payload FROM agent_steps "
+                "WHERE session_id = :s AND seq = 1) WHERE session_id = :s AND seq = 2"
+            ),
+            {"s": sid},
+        )
+    resumed = await repo.resume_session(sid, user_id=user_id)
+    assert resumed.memory == []
+    assert [m.content for m in resumed.context.history][-2:] == [MARKERS["said"], MARKERS["reply"]]
+    assert "agent_steps.payload of user" in caplog.text
+
+
 async def test_rotating_the_master_key_rewraps_keys_and_leaves_the_data(
     sqlite_url: str,
 ) -> None:

@@ -10,16 +10,19 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import bindparam, create_engine, event, select, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from coach.errors import ConfigError, StorageError
 from coach.persistence import Repository, open_repository
-from coach.persistence.driver import insert_steps
+from coach.persistence.conversation import conversation_select
+from coach.persistence.driver import DriverQuery, insert_steps
 from coach.persistence.engine import Database, driver_sql, is_transient
+from coach.persistence.schema import SESSIONS
+from coach.persistence.sessions import session_select
 from coach.state import DeltaSpec
-from coach.store import AddMessage
+from coach.store import AddMessage, SavePhaseOutput
 from tests.recording.tcp_proxy import TcpProxy
 from tests.support import keys_of
 
@@ -87,6 +90,50 @@ async def test_driver_statements_fail_and_show_as_sqlalchemy_statements_do(
         lambda conn: driver_sql(conn, "SELECT memory_steps FROM sessions")[1],
         write=False, what="read",
     ) == [(0,)]  # fmt: skip
+
+
+async def test_a_typed_driver_query_reads_the_rows_a_core_statement_reads(
+    repo: Repository,
+) -> None:
+    # Ids, aware times, booleans, a correlated count over a fixed IN list (expanded
+    # once, at compilation), a NULL: each column through its type, as Core gives it.
+    user = await repo.get_or_create_user("typed")
+    sid = (await repo.create_session(user.id, "lockers")).id
+    await repo.write_batch(
+        [
+            AddMessage(sid, "user", "hello"),
+            AddMessage(sid, "assistant", "cut off", interrupted=True),
+            SavePhaseOutput(sid, "challenge", "Challenge", "completed", None, "in", "out"),
+        ]
+    )
+    sessions = session_select(repo.phase_ids).where(SESSIONS.c.id == bindparam("b_id"))
+    read: dict[str, tuple[list[Any], list[Any]]] = {}
+    for name, statement, params in (
+        ("session", sessions, {"b_id": sid}),
+        ("messages", conversation_select(sid), {}),
+    ):
+
+        def both(conn: Connection, statement: Any = statement, params: Any = params) -> Any:
+            return conn.execute(statement, params).all(), DriverQuery(statement, typed=True).rows(
+                conn, params
+            )
+
+        core, driver = read[name] = await repo.database.run(both, write=False, what="read")
+        assert [row._asdict() for row in driver] == [row._asdict() for row in core]
+    (session,), _ = read["session"]
+    assert (session.id, session.completed) == (sid, 1)
+    _, (said, cut) = read["messages"]
+    assert (said.interrupted, cut.interrupted) == (False, True)
+    assert said.created_at.tzinfo is not None and said.created_at < cut.created_at
+
+
+def test_a_driver_query_refuses_a_parameter_it_would_render_into_its_sql() -> None:
+    # A literal parameter is rendered into the SQL once, not bound per run.
+    steps = SESSIONS.c.memory_steps == bindparam("b_steps", literal_execute=True)
+    query = DriverQuery(select(SESSIONS.c.id).where(steps))
+    with create_engine("sqlite://").connect() as conn:
+        with pytest.raises(ValueError, match=r"cannot take literal parameters: \['b_steps'\]"):
+            query.rows(conn, {"b_steps": 1})
 
 
 def test_transient_errors() -> None:

@@ -1,5 +1,5 @@
 """The hottest statements — a turn's claim of memory positions, its messages and its
-memory steps; the resume's window and steps — as the driver's own SQL, on the driver's
+memory steps; every statement of a resume — as the driver's own SQL, on the driver's
 cursor (:func:`~.engine.driver_sql`).
 
 That keeps what matters of SQLAlchemy — the transaction, the translation of driver
@@ -9,7 +9,8 @@ execution context and result): on SQLite a one-row ``UPDATE`` takes 2.2 µs of C
 against 4.2 through ``exec_driver_sql`` and 9 as a Core statement. Every value passes
 through its column's own bind processor, so a row is stored exactly as a Core statement
 stores it (ids as ``uuid`` on PostgreSQL, times as UTC text on SQLite); rows come back
-as the driver gives them, and a time is read with :func:`utc`.
+as the driver gives them, a time read with :func:`utc` (or :func:`micros`), or typed as a
+Core statement gives them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any, Final
 
@@ -28,7 +29,15 @@ from .engine import driver_sql
 from .schema import AGENT_STEPS, CONVERSATIONS, SESSIONS
 from .sql import AnySelect
 
-__all__ = ["DriverQuery", "claim_steps", "insert_messages", "insert_steps", "lock_sessions", "utc"]
+__all__ = [
+    "DriverQuery",
+    "claim_steps",
+    "insert_messages",
+    "insert_steps",
+    "lock_sessions",
+    "micros",
+    "utc",
+]
 
 _Bind = Callable[[Any], Any] | None
 
@@ -40,8 +49,12 @@ _message_values: Final = itemgetter(*_MESSAGE_COLUMNS)
 _step_values: Final = itemgetter(*_STEP_COLUMNS)
 _ROWS_PER_INSERT: Final = 500
 """Messages per ``INSERT``: 3,000 parameters, well inside both drivers' limits."""
-_Compiled = tuple[str, tuple[str, ...], tuple[_Bind, ...], dict[str, Any]]
-"""A query's SQL, its parameters' names in order, their bind processors, their defaults."""
+_Result = Callable[[Any], Any] | None
+_Compiled = tuple[
+    str, tuple[str, ...], tuple[_Bind, ...], dict[str, Any], tuple[_Result, ...] | None
+]
+"""A query's SQL, its parameters' names in order, their bind processors, their defaults
+and, if typed, its columns' result processors."""
 _processors: dict[tuple[str, str, str, tuple[str, ...]], tuple[_Bind, ...]] = {}
 
 
@@ -176,6 +189,20 @@ def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> lis
     return ids
 
 
+def micros(value: datetime | str) -> int:
+    """A time as the driver returns it (see :func:`utc`) as microseconds since the epoch:
+    what a sealed value's associated data names it by, without building its aware
+    datetime."""
+    if isinstance(value, datetime):
+        return (value - _EPOCH) // _MICROSECOND
+    return (datetime.fromisoformat(value) - _NAIVE_EPOCH) // _MICROSECOND
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH: Final = datetime(1970, 1, 1)
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+
 def utc(value: datetime | str) -> datetime:
     """A time as the driver returns it — aware on PostgreSQL, UTC text on SQLite — as an
     aware UTC datetime."""
@@ -186,12 +213,16 @@ def utc(value: datetime | str) -> datetime:
 
 class DriverQuery:
     """A Core query compiled once per dialect and run as driver SQL with named
-    parameters; its rows are named tuples of the driver's values (see :func:`utc`)."""
+    parameters; its rows are named tuples of the driver's values (see :func:`utc`) or,
+    ``typed``, of the values a Core statement returns (each through its column's result
+    processor: ids as hex, times as aware datetimes, booleans). A fixed ``IN`` list is
+    expanded once, at compilation."""
 
-    __slots__ = ("_compiled", "_row", "_statement")
+    __slots__ = ("_compiled", "_row", "_statement", "_typed")
 
-    def __init__(self, statement: AnySelect) -> None:
+    def __init__(self, statement: AnySelect, *, typed: bool = False) -> None:
         self._statement = statement
+        self._typed = typed
         self._compiled: dict[tuple[str, str], _Compiled] = {}
         self._row: Any = namedtuple("_row", statement.selected_columns.keys())  # type: ignore[misc]
 
@@ -200,15 +231,31 @@ class DriverQuery:
         dialect = conn.dialect
         found = self._compiled.get((dialect.name, dialect.driver))
         if found is None:
-            compiled = self._statement.compile(dialect=dialect)
-            names = tuple(compiled.positiontup or ())
-            binds = tuple(
-                compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
-                for name in names
-            )
-            found = (compiled.string, names, binds, dict(compiled.params))
+            found = self._compile(dialect)
             self._compiled[(dialect.name, dialect.driver)] = found
-        sql, order, processors, defaults = found
+        sql, order, processors, defaults, results = found
         values = {**defaults, **params}
         bound = _bound(processors, [values[name] for name in order])
-        return [self._row._make(row) for row in driver_sql(conn, sql, bound)[1]]
+        rows = driver_sql(conn, sql, bound)[1]
+        if results is None:
+            return [self._row._make(row) for row in rows]
+        return [self._row._make(_bound(results, row)) for row in rows]
+
+    def _compile(self, dialect: Dialect) -> _Compiled:
+        compiled = self._statement.compile(dialect=dialect)
+        if literal := sorted(bind.key for bind in compiled.literal_execute_params):
+            # Rendered into the SQL once, here: a value given per run would be ignored.
+            raise ValueError(f"a driver query cannot take literal parameters: {literal}")
+        types = {name: bind.type for name, bind in compiled.binds.items()}
+        expanded = compiled.construct_expanded_state(compiled.construct_params(_check=False))
+        for name, names in expanded.parameter_expansion.items():
+            types.update(dict.fromkeys(names, types[name]))
+        order = tuple(expanded.positiontup or ())
+        binds = tuple(types[name].dialect_impl(dialect).bind_processor(dialect) for name in order)
+        results = None
+        if self._typed:
+            results = tuple(
+                column.type.dialect_impl(dialect).result_processor(dialect, None)
+                for column in self._statement.selected_columns
+            )
+        return expanded.statement, order, binds, dict(expanded.parameters), results

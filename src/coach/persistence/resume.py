@@ -21,11 +21,12 @@ from ..state.resume import ResumeContext, completed_phase_ids, next_phase_id, re
 from ..store import PhaseOutputRecord, SessionRecord, StateRecord
 from .conversation import WindowMessage, fetch_window
 from .crypto import Sealer
+from .driver import DriverQuery
 from .memory import fetch_steps_from_message, step_window
 from .phases import OUTPUT_COLUMNS, output_record
 from .schema import PHASE_OUTPUTS, SESSIONS
 from .sessions import session_record, session_select
-from .sql import AnyRow, AnySelect
+from .sql import AnyRow
 from .zones import fetch_state
 
 __all__ = ["DEFAULT_MAX_STEPS", "Loaded", "read_resume"]
@@ -72,9 +73,10 @@ def read_resume(
     """
     by_id, outputs_of = _statements(tuple(phase_ids))
     # The owner is in the query: a foreign id reads no row, exactly as a missing one.
-    row = conn.execute(by_id, {"b_id": session_id, "b_user": user_id}).one_or_none()
-    if row is None:
+    found = by_id.rows(conn, {"b_id": session_id, "b_user": user_id})
+    if not found:
         raise SessionNotFound(session_id)
+    row = found[0]
     session = session_record(row, sealer)
     if session.status == "completed":
         raise SessionCompleted(session_id)
@@ -82,7 +84,7 @@ def read_resume(
         raise SessionFailed(session_id)
     outputs = [
         output_record(r, sealer, prompt_marker=True)
-        for r in conn.execute(outputs_of, {"b_id": session_id})
+        for r in outputs_of.rows(conn, {"b_id": session_id})
     ]
     done = completed_phase_ids(outputs)
     if not done:
@@ -122,9 +124,10 @@ def read_resume(
 
 
 @functools.lru_cache(maxsize=8)
-def _statements(phase_ids: tuple[str, ...]) -> tuple[AnySelect, AnySelect]:
-    """The session (with its stored step count) and its outputs, by ``b_id``: built once
-    per manifest, since building a statement costs more than SQLite runs it.
+def _statements(phase_ids: tuple[str, ...]) -> tuple[DriverQuery, DriverQuery]:
+    """The session (with its stored step count) and its outputs, by ``b_id``: built and
+    compiled once per manifest, run on the driver's cursor (a Core statement's execution
+    costs several times what SQLite takes to run these).
 
     The outputs carry ``user_input`` (the window needs it) but the system prompt only as
     present (``""``) or not (``None``): it can be long.
@@ -142,7 +145,7 @@ def _statements(phase_ids: tuple[str, ...]) -> tuple[AnySelect, AnySelect]:
         .where(PHASE_OUTPUTS.c.session_id == bindparam("b_id"))
         .order_by(PHASE_OUTPUTS.c.created_at, PHASE_OUTPUTS.c.id)
     )
-    return by_id, outputs
+    return DriverQuery(by_id, typed=True), DriverQuery(outputs, typed=True)
 
 
 def _without_prompts(output: PhaseOutputRecord) -> PhaseOutputRecord:

@@ -20,6 +20,7 @@ from ..errors import InvalidWrite, SessionNotFound, StaleWrite
 from ..state.zones import Action, Delta, DeltaSpec, ResultMeta, Zone
 from ..store import StateRecord, WriteZone
 from .crypto import Sealer
+from .driver import DriverQuery
 from .schema import DELTAS, SESSIONS, STATES
 from .sql import MAX_ACTOR, AnyRow, AnySelect, fit, json_object, upsert
 
@@ -79,13 +80,15 @@ def check_zone_write(op: WriteZone) -> WriteZone:
 
 
 _ZONES: Final = ("data", "template", "view")
-_STATE_ROW: Final = select(*_STATE).where(STATES.c.session_id == bindparam("b_id"))
+_STATE_ROW: Final = DriverQuery(
+    select(*_STATE).where(STATES.c.session_id == bindparam("b_id")), typed=True
+)
 
 
 def fetch_state(conn: Connection, session_id: str, sealer: Sealer) -> StateRecord:
     """The session's zoned state (step 0 and empty zones before any write)."""
-    row = conn.execute(_STATE_ROW, {"b_id": session_id}).one_or_none()
-    return state_record(row, sealer) if row is not None else StateRecord(session_id, 0)
+    rows = _STATE_ROW.rows(conn, {"b_id": session_id})
+    return state_record(rows[0], sealer) if rows else StateRecord(session_id, 0)
 
 
 def state_record(row: AnyRow, sealer: Sealer) -> StateRecord:
