@@ -24,7 +24,9 @@ every turn, and no rewrite takes it away without taking the behaviour with it:
   sessions wait for each other instead of deadlocking (``lock_sessions``);
 * the recorder: writes queued in order and committed in groups, with back-pressure,
   commit-lag metrics and a flush (``Recorder``, here on a store that writes nothing);
-* before a live resume, the process's recorder flushed (the issue's live resume).
+* before a live resume, the process's recorder flushed (the issue's live resume);
+* a resume's records: the session, its phase outputs and its state opened, and the
+  context the agent is handed (its history, its next phase) built.
 
 Each behaviour's cost is coach's own code for it, called as its path calls it, many
 times in a row, in rotated rounds (the median; this thread's CPU, or the process's for
@@ -55,11 +57,21 @@ from sqlalchemy.engine import Connection
 from coach.conversation.recorder import Recorder
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
-from coach.persistence.conversation import message_row
+from coach.persistence.conversation import WindowMessage, fetch_window, message_row
 from coach.persistence.driver import lock_sessions
 from coach.persistence.engine import _transact, driver_sql
 from coach.persistence.owners import Owners
+from coach.persistence.phases import output_record
+from coach.persistence.resume import _statements
 from coach.persistence.schema import HexId, UTCDateTime, utcnow
+from coach.persistence.sessions import session_record
+from coach.persistence.zones import _STATE_ROW, state_record
+from coach.state.resume import (
+    ResumeContext,
+    completed_phase_ids,
+    next_phase_id,
+    reconstruct_history,
+)
 from coach.store import AddMessage, AppendSteps, StateRecord
 
 from .backends import SECRET, CoachBackend, turn_ops
@@ -96,6 +108,14 @@ RECORDER = (
 )
 READ_UNIT = f"{UNIT}, a read"
 FLUSH = "the process's recorder flushed before a live resume (idle, as at a reconnect)"
+OPENED = (
+    "the session, its phase outputs and its state opened into records (the reference "
+    "reads them sealed and leaves them: `session_record`, `output_record`, `state_record`)"
+)
+CONTEXT = (
+    "the resumed context built: the history from the outputs and the window, the "
+    "completed phases, the next phase (`reconstruct_history`, `next_phase_id`)"
+)
 
 
 @dataclass(frozen=True)
@@ -400,7 +420,11 @@ async def _sqlite_ledgers(
             found = await _medians(parts, rounds)
     finally:
         await idle.aclose()
-    statements = await _resume_statements(coach)
+    resumed = await coach.new_session("resumed")
+    await coach.bulk_load(resumed, turns(9, 60))
+    parts = await _resume_parts(coach, resumed.id)
+    found.update(await _medians(parts, rounds))
+    statements = await _resume_statements(coach, resumed)
     one = shape(turn, BATCH, postgres=False, per="all")
     ledgers = [
         # the first shape's batches are of one session, as a turn's
@@ -414,6 +438,8 @@ async def _sqlite_ledgers(
                 Kept(PERSON, found[PERSON], 1),
                 Kept(UNIT, found[READ_UNIT], 1),
                 Kept(LISTENERS, found[LISTENERS], statements),
+                Kept(OPENED, found[OPENED], 1),
+                Kept(CONTEXT, found[CONTEXT], 1),
             ),
         ),
     ]
@@ -472,16 +498,54 @@ def _recorder_ledger(
     )
 
 
-async def _resume_statements(coach: CoachBackend) -> int:
-    """The statements one live resume runs (counted by a listener, once, untimed)."""
+async def _resume_parts(coach: CoachBackend, session_id: str) -> dict[str, Part]:
+    """A resume's records and context, made as ``read_resume`` makes them from the rows it
+    read of ``session_id`` (read once, before)."""
+    repo, count = coach.repo, 2_000
+    sealer = await repo._owners.of_person(coach.user_id)
+    by_id, outputs_of = _statements(repo.phase_ids)
+    ids = {"b_id": session_id, "b_user": coach.user_id}
+
+    def rows(conn: Connection) -> tuple[Any, list[Any], list[Any], list[WindowMessage]]:
+        outputs = outputs_of.rows(conn, ids)
+        state = _STATE_ROW.rows(conn, ids)
+        return by_id.rows(conn, ids)[0], outputs, state, fetch_window(conn, session_id, 51, sealer)
+
+    session, output_rows, state, messages = await repo.database.run(rows, write=False, what="b")
+    outputs = [output_record(row, sealer, prompt_marker=True) for row in output_rows]
+    assert len(messages) == 51 and outputs and state  # a window with older messages
+
+    def opened() -> None:
+        session_record(session, sealer)
+        [output_record(row, sealer, prompt_marker=True) for row in output_rows]
+        state_record(state[0], sealer)
+
+    def context() -> None:
+        done = completed_phase_ids(outputs)
+        window = [o for o in outputs if o.status == "completed" and o.system_prompt is not None]
+        ResumeContext(
+            reconstruct_history(window[-25:], messages[-50:], 25),
+            done[-1],
+            len(repo.phase_ids),
+            sum(1 for phase_id in repo.phase_ids if phase_id in done),
+        )
+        next_phase_id(repo.phase_ids, outputs)
+
+    return {
+        OPENED: partial(_now, _timed(opened, count)),
+        CONTEXT: partial(_now, _timed(context, count)),
+    }
+
+
+async def _resume_statements(coach: CoachBackend, handle: Any) -> int:
+    """The statements one live resume of ``handle`` runs (counted by a listener, once,
+    untimed)."""
     engine = coach.repo.database.sync_engine
     seen: list[str] = []
 
     def count(*args: Any) -> None:
         seen.append(args[2])
 
-    handle = await coach.new_session("resumed")
-    await coach.bulk_load(handle, turns(9, 60))
     event.listen(engine, "before_cursor_execute", count)
     try:
         await coach.live_resume(handle)
