@@ -73,8 +73,9 @@ from typing import Any, NamedTuple
 from coach.persistence import open_repository
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
+from coach.persistence.conversation import open_content
 from coach.persistence.crypto import Sealer, new_data_key
-from coach.persistence.driver import micros
+from coach.persistence.driver import utc
 from coach.persistence.engine import driver_sql
 from coach.persistence.memory import decode_or_empty
 from coach.persistence.schema import utcnow
@@ -560,9 +561,8 @@ async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[..., Awai
             texts, steps_by_hand = hand_decode(aead, SECRET, sid, window, steps)
             return len(texts) + len(steps_by_hand)
         first = steps[0].seq if steps else stored
-        open_text = sealer.opener("session_conversations", "content", sid)  # as fetch_window
         known = {
-            message_id: open_text((micros(at), role), content)
+            message_id: open_content(sealer, sid, utc(at), role, content)
             for message_id, role, content, at in window
         }
         decoded = decode_or_empty(codec, sealer, sid, steps, first, stored, known)

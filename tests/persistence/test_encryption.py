@@ -234,8 +234,8 @@ async def test_two_messages_of_one_batch_cannot_be_swapped(repo: Repository) -> 
 
 
 async def test_a_resume_refuses_a_window_message_moved_to_another_row(repo: Repository) -> None:
-    # The resume opens its window with one associated-data head for the session: the
-    # rest of each message's name (its time and role) still binds it.
+    # The resume reads its window with a statement of its own (on the driver's cursor):
+    # a message's time and role, read there, still bind its text.
     user_id, sid = await visit(repo)
     first, second = await repo.get_session_conversation(sid)
     async with raw_sql(repo, begin=True) as conn:

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from ..errors import InvalidRole, InvalidWrite
 from ..store import AddMessage, MessageRecord
 from .crypto import Sealer
-from .driver import DriverQuery, micros
+from .driver import DriverQuery, utc
 from .schema import CONVERSATIONS, MESSAGE_ROLES
 from .sql import AnyRow, AnySelect, clean_text, fit
 
@@ -131,11 +131,10 @@ def fetch_window(
 ) -> list[WindowMessage]:
     """The newest ``count`` messages, oldest first, opened."""
     rows = _WINDOW.rows(conn, {"b_id": session_id, "b_limit": count})
-    open_text = sealer.opener("session_conversations", "content", session_id)
     return [
         WindowMessage(
             role,
-            open_text((micros(created_at), role), content),
+            open_content(sealer, session_id, utc(created_at), role, content),
             phase_id,
             bool(interrupted),
             message_id,

@@ -56,7 +56,6 @@ _NONCE: Final = 12
 _TEXT, _JSON, _BYTES = b"s", b"j", b"b"
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
-_BINARY: Final = (bytes, bytearray, memoryview)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,20 +93,15 @@ def new_data_key() -> bytes:
 
 def associated(table: str, column: str, row: Iterable[object]) -> bytes:
     """The associated data of ``table.column`` in the row named by ``row``'s values."""
-    return _joined(table + "." + column, row).encode()
-
-
-def _joined(text: str, values: Iterable[object]) -> str:
-    """``text``, then each of ``values`` as the associated data names it, each after a
-    separator."""
-    for value in values:
+    parts = [table + "." + column]
+    for value in row:
         if type(value) is str:
-            text += "\x1f" + value
+            parts.append(value)
         elif isinstance(value, datetime):  # aware: any zone, the same instant
-            text += "\x1f" + str((value - _EPOCH) // _MICROSECOND)
+            parts.append(str((value - _EPOCH) // _MICROSECOND))
         else:
-            text += "\x1f" + str(value)
-    return text
+            parts.append(str(value))
+    return "\x1f".join(parts).encode()
 
 
 class Sealer:
@@ -125,7 +119,7 @@ class Sealer:
             return None
         if isinstance(value, str):
             plain = _TEXT + value.encode("utf-8", "surrogatepass")
-        elif isinstance(value, _BINARY):
+        elif isinstance(value, bytes | bytearray | memoryview):
             plain = _BYTES + bytes(value)
         else:
             plain = _JSON + json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
@@ -138,34 +132,13 @@ class Sealer:
             CorruptBlob: ``blob`` was not sealed there with this person's key (edited,
                 moved to another row, column or person), or is not sealed at all.
         """
-        return self._opened(table, column, associated(table, column, row), blob)
-
-    def opener(
-        self, table: str, column: str, *leading: object
-    ) -> Callable[[Iterable[object], object], Any]:
-        """:meth:`open` of ``table.column`` in many rows whose naming values begin with
-        ``leading`` (a resume's messages, all of one session): the opener takes the rest
-        of a row's naming values and the blob. The associated data's shared part is
-        built once.
-
-        Raises:
-            CorruptBlob: (from the opener) as :meth:`open`.
-        """
-        head = _joined(table + "." + column, leading)
-
-        def open_one(rest: Iterable[object], blob: object) -> Any:
-            return self._opened(table, column, _joined(head, rest).encode(), blob)
-
-        return open_one
-
-    def _opened(self, table: str, column: str, associated_data: bytes, blob: object) -> Any:
         if blob is None:
             return None
-        data = bytes(blob) if isinstance(blob, _BINARY) else b""
+        data = bytes(blob) if isinstance(blob, bytes | bytearray | memoryview) else b""
         if data[:1] != _FORMAT:
             raise CorruptBlob(f"{table}.{column} of user {self.owner_id} is not sealed")
         try:
-            plain = self._decrypt(data[1:], associated_data)
+            plain = self._decrypt(data[1:], associated(table, column, row))
         except InvalidTag:
             raise CorruptBlob(
                 f"{table}.{column} of user {self.owner_id} fails its authentication "

@@ -9,8 +9,8 @@ execution context and result): on SQLite a one-row ``UPDATE`` takes 2.2 µs of C
 against 4.2 through ``exec_driver_sql`` and 9 as a Core statement. Every value passes
 through its column's own bind processor, so a row is stored exactly as a Core statement
 stores it (ids as ``uuid`` on PostgreSQL, times as UTC text on SQLite); rows come back
-as the driver gives them, a time read with :func:`utc` (or :func:`micros`), or typed as a
-Core statement gives them.
+as the driver gives them, a time read with :func:`utc`, or typed as a Core statement
+gives them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Final
 
@@ -35,7 +35,6 @@ __all__ = [
     "insert_messages",
     "insert_steps",
     "lock_sessions",
-    "micros",
     "utc",
 ]
 
@@ -187,20 +186,6 @@ def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> lis
     for message_id, created in returned:
         ids[at[created]] = int(message_id)
     return ids
-
-
-def micros(value: datetime | str) -> int:
-    """A time as the driver returns it (see :func:`utc`) as microseconds since the epoch:
-    what a sealed value's associated data names it by, without building its aware
-    datetime."""
-    if isinstance(value, datetime):
-        return (value - _EPOCH) // _MICROSECOND
-    return (datetime.fromisoformat(value) - _NAIVE_EPOCH) // _MICROSECOND
-
-
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_NAIVE_EPOCH: Final = datetime(1970, 1, 1)
-_MICROSECOND: Final = timedelta(microseconds=1)
 
 
 def utc(value: datetime | str) -> datetime:

@@ -219,9 +219,8 @@ def opened_steps(
         CorruptBlob: A sealed value fails its authentication.
     """
     opened = []
-    open_payload = sealer.opener("agent_steps", "payload", session_id)
     for row in rows:
-        payload = open_payload((row.seq,), row.payload)
+        payload = sealer.open("agent_steps", "payload", (session_id, row.seq), row.payload)
         text = row.content
         if text is not None:
             text = known.get(row.message_id) if known else None
