@@ -214,6 +214,18 @@ async def test_a_value_moved_to_another_row_fails_to_open(repo: Repository) -> N
         await repo.get_session_conversation(sid)
 
 
+async def _copy_content(repo: Repository, source: int, target: int) -> None:
+    """Message ``target``'s stored text replaced by message ``source``'s, sealed bytes and all."""
+    async with raw_sql(repo, begin=True) as conn:
+        await conn.execute(
+            text(
+                "UPDATE session_conversations SET content = "
+                "(SELECT content FROM session_conversations WHERE id = :a) WHERE id = :b"
+            ),
+            {"a": source, "b": target},
+        )
+
+
 async def test_two_messages_of_one_batch_cannot_be_swapped(repo: Repository) -> None:
     """Same session, same role, one batch: each message's time still names it."""
     _, sid = await visit(repo)
@@ -221,14 +233,7 @@ async def test_two_messages_of_one_batch_cannot_be_swapped(repo: Repository) -> 
     *_, first, second = await repo.get_session_conversation(sid)
     assert (first.content, second.content) == ("first", "second")
     assert first.created_at < second.created_at
-    async with raw_sql(repo, begin=True) as conn:
-        await conn.execute(
-            text(
-                "UPDATE session_conversations SET content = "
-                "(SELECT content FROM session_conversations WHERE id = :a) WHERE id = :b"
-            ),
-            {"a": first.id, "b": second.id},
-        )
+    await _copy_content(repo, first.id, second.id)
     with pytest.raises(CorruptBlob, match="fails its authentication"):
         await repo.get_session_conversation(sid)
 
@@ -238,14 +243,7 @@ async def test_a_resume_refuses_a_window_message_moved_to_another_row(repo: Repo
     # a message's time and role, read there, still bind its text.
     user_id, sid = await visit(repo)
     first, second = await repo.get_session_conversation(sid)
-    async with raw_sql(repo, begin=True) as conn:
-        await conn.execute(
-            text(
-                "UPDATE session_conversations SET content = "
-                "(SELECT content FROM session_conversations WHERE id = :a) WHERE id = :b"
-            ),
-            {"a": first.id, "b": second.id},
-        )
+    await _copy_content(repo, first.id, second.id)
     with pytest.raises(CorruptBlob, match="session_conversations.content .* fails its"):
         await repo.resume_session(sid, user_id=user_id)
 
