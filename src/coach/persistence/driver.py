@@ -29,14 +29,7 @@ from .engine import driver_sql
 from .schema import AGENT_STEPS, CONVERSATIONS, SESSIONS
 from .sql import AnySelect
 
-__all__ = [
-    "DriverQuery",
-    "claim_steps",
-    "insert_messages",
-    "insert_steps",
-    "lock_sessions",
-    "utc",
-]
+__all__ = ["DriverQuery", "claim_steps", "insert_messages", "insert_steps", "lock_sessions", "utc"]
 
 _Bind = Callable[[Any], Any] | None
 
