@@ -62,16 +62,11 @@ from coach.persistence.driver import lock_sessions
 from coach.persistence.engine import _transact, driver_sql
 from coach.persistence.owners import Owners
 from coach.persistence.phases import output_record
-from coach.persistence.resume import _statements
+from coach.persistence.resume import _statements, resume_context
 from coach.persistence.schema import HexId, UTCDateTime, utcnow
 from coach.persistence.sessions import session_record
 from coach.persistence.zones import _STATE_ROW, state_record
-from coach.state.resume import (
-    ResumeContext,
-    completed_phase_ids,
-    next_phase_id,
-    reconstruct_history,
-)
+from coach.state.resume import completed_phase_ids, next_phase_id
 from coach.store import AddMessage, AppendSteps, StateRecord
 
 from .backends import SECRET, CoachBackend, turn_ops
@@ -520,15 +515,9 @@ async def _resume_parts(coach: CoachBackend, session_id: str) -> dict[str, Part]
         [output_record(row, sealer, prompt_marker=True) for row in output_rows]
         state_record(state[0], sealer)
 
-    def context() -> None:
+    def context() -> None:  # as read_resume builds it
         done = completed_phase_ids(outputs)
-        window = [o for o in outputs if o.status == "completed" and o.system_prompt is not None]
-        ResumeContext(
-            reconstruct_history(window[-25:], messages[-50:], 25),
-            done[-1],
-            len(repo.phase_ids),
-            sum(1 for phase_id in repo.phase_ids if phase_id in done),
-        )
+        resume_context(outputs, done, messages[-50:], repo.phase_ids, 25)
         next_phase_id(repo.phase_ids, outputs)
 
     return {

@@ -29,7 +29,7 @@ from .sessions import session_record, session_select
 from .sql import AnyRow
 from .zones import fetch_state
 
-__all__ = ["DEFAULT_MAX_STEPS", "Loaded", "read_resume"]
+__all__ = ["DEFAULT_MAX_STEPS", "Loaded", "read_resume", "resume_context"]
 
 DEFAULT_MAX_STEPS: Final = 100
 """Memory steps a resume loads at most: the newest ones — from the step of the oldest
@@ -103,23 +103,35 @@ def read_resume(
     # id — stored apart from their message — are read up to ``max_steps``.)
     oldest = messages[0].id if older else None
     first, step_rows = fetch_steps_from_message(conn, session_id, first, end, oldest)
-    window = [o for o in outputs if o.status == "completed" and o.system_prompt is not None]
-    context = ResumeContext(
-        history=reconstruct_history(window[-max_pairs:] if max_pairs else [], messages, max_pairs),
-        last_completed_phase=done[-1],
-        total_phases=len(phase_ids),
-        completed_phases=sum(1 for phase_id in phase_ids if phase_id in done),
-    )
     return Loaded(
         session=session,
         next_phase_id=next_phase_id(phase_ids, outputs),
-        context=context,
+        context=resume_context(outputs, done, messages, phase_ids, max_pairs),
         outputs=[_without_prompts(o) for o in outputs],
         state=fetch_state(conn, session_id, sealer),
         stored_steps=stored,
         steps_from=first,
         step_rows=step_rows,
         window_texts={message.id: message.content for message in messages},
+    )
+
+
+def resume_context(
+    outputs: Sequence[PhaseOutputRecord],
+    done: Sequence[str],
+    messages: Sequence[WindowMessage],
+    phase_ids: Sequence[str],
+    max_pairs: int,
+) -> ResumeContext:
+    """The context a resume hands its agent: the history of the completed outputs that
+    had a prompt and the window's ``messages`` (oldest first), and where the phases stand
+    (``done``: the completed phase ids, at least one)."""
+    window = [o for o in outputs if o.status == "completed" and o.system_prompt is not None]
+    return ResumeContext(
+        history=reconstruct_history(window[-max_pairs:] if max_pairs else [], messages, max_pairs),
+        last_completed_phase=done[-1],
+        total_phases=len(phase_ids),
+        completed_phases=sum(1 for phase_id in phase_ids if phase_id in done),
     )
 
 
