@@ -417,7 +417,7 @@ async def _sqlite_ledgers(
         await idle.aclose()
     resumed = await coach.new_session("resumed")
     await coach.bulk_load(resumed, turns(9, 60))
-    parts = await _resume_parts(coach, resumed.id)
+    parts = await _resume_parts(coach, resumed.id, count // 10)
     found.update(await _medians(parts, rounds))
     statements = await _resume_statements(coach, resumed)
     one = shape(turn, BATCH, postgres=False, per="all")
@@ -493,10 +493,10 @@ def _recorder_ledger(
     )
 
 
-async def _resume_parts(coach: CoachBackend, session_id: str) -> dict[str, Part]:
+async def _resume_parts(coach: CoachBackend, session_id: str, count: int) -> dict[str, Part]:
     """A resume's records and context, made as ``read_resume`` makes them from the rows it
-    read of ``session_id`` (read once, before)."""
-    repo, count = coach.repo, 2_000
+    read of ``session_id`` (read once, before), ``count`` of each per round."""
+    repo = coach.repo
     sealer = await repo._owners.of_person(coach.user_id)
     by_id, outputs_of = _statements(repo.phase_ids)
     ids = {"b_id": session_id, "b_user": coach.user_id}

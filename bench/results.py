@@ -232,25 +232,41 @@ def _ratio(
     return storage_speed.ratio(batches, a, b)
 
 
+WRITE, SEED, RESUME, FLEET = 1.5, 2.5, 3.0, 0.6
+"""Issue 25's lines: a turn through ``write_batch`` and the seed API over the peer's, a
+live resume over the peer's last-50 read (at most), 4 processes over raw asyncpg (at
+least); the recorder's over raw is ``recorder_cpu.TARGET``."""
+
+
 def bars(r: Results) -> list[Bar]:
     """Every paired ratio with a target (the chart's rows, the verdicts' figures)."""
     ss = storage_speed
     out = [
-        Bar("write_batch / SQLiteSession", *_ratio(r.writes, ss.COACH, ss.PEER), 1.5),
-        Bar("seed API / SQLiteSession", *_ratio(r.writes, ss.SEED, ss.PEER), 2.5),
+        Bar("write_batch / SQLiteSession", *_ratio(r.writes, ss.COACH, ss.PEER), WRITE),
+        Bar("seed API / SQLiteSession", *_ratio(r.writes, ss.SEED, ss.PEER), SEED),
         Bar(
-            "live resume @ 2,000 / SQLiteSession last 50", *_ratio(r.resume, ss.RESUME, ss.PEER), 3
+            "live resume @ 2,000 / SQLiteSession last 50",
+            *_ratio(r.resume, ss.RESUME, ss.PEER),
+            RESUME,
         ),
     ]
     for rec in r.recorder:
         ratios = rec.ratios
         mid = statistics.median(ratios)
-        out.append(Bar(f"recorder / raw, {rec.db} {rec.name}", mid, min(ratios), max(ratios), 2.0))
+        out.append(
+            Bar(
+                f"recorder / raw, {rec.db} {rec.name}",
+                mid,
+                min(ratios),
+                max(ratios),
+                recorder_cpu.TARGET,
+            )
+        )
     loads = raw_ratios(r.load)
     if loads:
         mid = statistics.median(loads)
         out.append(
-            Bar("4 processes PG: coach / raw asyncpg", mid, min(loads), max(loads), 0.6, True)
+            Bar("4 processes PG: coach / raw asyncpg", mid, min(loads), max(loads), FLEET, True)
         )
     return out
 
@@ -280,7 +296,7 @@ def least(r: Results) -> list[Bar]:
             (stack + turn) / peer
             for stack, peer in zip(parts[profiles.T_STACK], parts[profiles.T_PEER], strict=True)
         ],
-        1.5,
+        WRITE,
     )
     ss, resume = storage_speed, kept_on["resume"] * 1e-6
     bar(
@@ -289,14 +305,14 @@ def least(r: Results) -> list[Bar]:
             (hand.cpu_per_op + resume) / peer.cpu_per_op
             for hand, peer in zip(r.resume[ss.HAND_STACK], r.resume[ss.PEER], strict=True)
         ],
-        3,
+        RESUME,
     )
     for rec in r.recorder:
         message = kept_on[f"{rec.db} {rec.name}"] * 1e-6
         bar(
             f"recorder / raw, {rec.db} {rec.name}",
             [(s + message) / w for s, w in zip(rec.stack_cpu, rec.raw_cpu, strict=True)],
-            2.0,
+            recorder_cpu.TARGET,
         )
     fleet = [rec for rec in r.recorder if rec.db == "postgres" and rec.sessions > 1]
     if fleet and r.load.hand:
@@ -307,7 +323,7 @@ def least(r: Results) -> list[Bar]:
                 1 / (1 / LoadResult.throughput(hand) + message / cpus) / LoadResult.throughput(raw)
                 for hand, raw in zip(r.load.hand, r.load.raw, strict=False)
             ],
-            0.6,
+            FLEET,
             True,
         )
     return out
