@@ -21,7 +21,8 @@ every turn, and no rewrite takes it away without taking the behaviour with it:
 * each session's owner's key found before its rows are sealed or opened (per-person
   keys: ``Owners``);
 * on PostgreSQL, a batch's sessions locked in id order, so writers of overlapping
-  sessions wait for each other instead of deadlocking (``lock_sessions``);
+  sessions wait for each other instead of deadlocking (the claim's lock of them first,
+  ``claim_steps(lock=...)``);
 * the recorder: writes queued in order and committed in groups, with back-pressure,
   commit-lag metrics and a flush (``Recorder``, here on a store that writes nothing);
 * before a live resume, the process's recorder flushed (the issue's live resume);
@@ -58,7 +59,7 @@ from coach.conversation.recorder import Recorder
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
 from coach.persistence.conversation import WindowMessage, fetch_window, message_row
-from coach.persistence.driver import lock_sessions
+from coach.persistence.driver import claim_steps
 from coach.persistence.engine import _transact, driver_sql
 from coach.persistence.owners import Owners
 from coach.persistence.phases import output_record
@@ -95,7 +96,7 @@ OWNERS = (
 PERSON = "the person's key found, and the owner in the query (`Owners.of_person`)"
 LOCK = (
     "a batch's sessions locked in id order: overlapping writers wait, never deadlock "
-    "(`lock_sessions`, over a bare transaction)"
+    "(the claim's lock of them first, over the same claim without it)"
 )
 RECORDER = (
     "the recorder: queued in order, group commit, back-pressure, commit-lag metrics, "
@@ -173,8 +174,8 @@ class Shape:
 def shape(ops: Sequence[Any], batch: int, *, postgres: bool, per: str = "message") -> Shape:
     """What ``write_batch`` does for ``ops`` cut into batches of ``batch``, per message
     (``per="message"``) or in all (``per="all"``): SQLite claims each session's steps in
-    a statement of its own, PostgreSQL all of a batch's in one (after locking them, when
-    there are several); then one insert of the messages, one of the steps."""
+    a statement of its own, PostgreSQL all of a batch's in one (which locks them first,
+    when there are several); then one insert of the messages, one of the steps."""
     messages = steps = sessions = statements = locks = 0
     batches = range(0, len(ops), batch)
     for first in batches:
@@ -186,7 +187,7 @@ def shape(ops: Sequence[Any], batch: int, *, postgres: bool, per: str = "message
         sessions += len({op.session_id for op in chunk})
         locked = postgres and len(appended) > 1
         locks += locked
-        statements += (1 + locked if postgres else len(appended)) + (said > 0) + (len(appended) > 0)
+        statements += (1 if postgres else len(appended)) + (said > 0) + (len(appended) > 0)
     every = messages if per == "message" else 1
     return Shape(
         messages / every,
@@ -261,9 +262,15 @@ def _thread_parts(
             "created_at": at,
         }
 
-    def locked() -> None:
-        with conn.begin():
-            lock_sessions(conn, lock)
+    claims = [(sid, 0, 2) for sid in lock]  # rolled back: held or not, the same work
+
+    def claimed(locking: list[str]) -> Callable[[], None]:
+        def claim() -> None:
+            with conn.begin() as transaction:
+                claim_steps(conn, claims, lock=locking)
+                transaction.rollback()
+
+        return claim
 
     few = _transactions(count)
     parts = {
@@ -277,7 +284,7 @@ def _thread_parts(
         ),
     }
     if lock:
-        parts[LOCK] = _beside(_timed(locked, few), _timed(partial(_bare, conn, begin), few))
+        parts[LOCK] = _beside(_timed(claimed(lock), few), _timed(claimed([]), few))
     else:
         parts[UNIT] = _unit(conn, begin, few)
     return parts

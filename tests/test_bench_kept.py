@@ -4,7 +4,7 @@ The ledger's per-message figures multiply a behaviour's cost by its calls: messa
 step rows and sessions from the ops, statements and transactions from a model of what
 ``write_batch`` runs for them. This holds the model to the repository: the statements
 a listener sees while the recorder's batches are written, on SQLite and on PostgreSQL —
-one claim per session on SQLite, one for all and a lock first on PostgreSQL — are the
+one claim per session on SQLite, one for all on PostgreSQL (locking them first) — are the
 ones the ledger counts. And the verdicts' "least" rows add the ledger to the reference
 round by round. No timing is asserted.
 """

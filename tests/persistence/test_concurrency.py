@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from livekit.agents import llm
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from coach.errors import StaleWrite
@@ -177,24 +177,39 @@ async def test_a_batch_over_several_sessions_locks_them_as_an_update_would(
 async def test_a_batch_locks_its_sessions_in_id_order_before_it_claims(
     postgres_url: str, open_repo: Callable[..., Awaitable[Repository]]
 ) -> None:
+    # The claims' UPDATE takes its row locks in the order its plan reads the rows — here
+    # the table's, where the higher id is stored first. A batch must lock its sessions in
+    # id order before that, or two writers of the same sessions can deadlock: with the
+    # lower id held elsewhere, a batch of both waits for it with the higher one free.
     repo = await open_repo(postgres_url)
-    seen: list[tuple[str, Any]] = []
+    b = await _session(repo)
+    a = await _session(repo)
+    while a > b:
+        a = await _session(repo)
+    lock = text("SELECT 1 FROM sessions WHERE id = :id FOR NO KEY UPDATE NOWAIT")
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    async with raw_sql(repo) as holder, raw_sql(repo) as prober:
+        await holder.execute(lock, {"id": uuid.UUID(a)})
+        batch = asyncio.ensure_future(
+            repo.write_batch([AppendSteps(b, 0, ("b",)), AppendSteps(a, 0, ("a",))])
+        )
 
-    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if "sessions" in statement.split("WHERE")[0]:
-            seen.append((statement.split()[0], params))
+        async def blocked() -> None:
+            while not (await prober.execute(waiting)).scalar():
+                await prober.rollback()
+                await asyncio.sleep(0.01)  # a poll of the database's state, not a wait
 
-    a, b = sorted([await _session(repo), await _session(repo)])
-    event.listen(repo.database.sync_engine, "before_cursor_execute", record)
-    await repo.write_batch([AppendSteps(b, 0, ("b",)), AppendSteps(a, 0, ("a",))])
-    await repo.write_batch([AppendSteps(a, 1, ("a again",))])
-    event.remove(repo.database.sync_engine, "before_cursor_execute", record)
-    locked = [uuid.UUID(a), uuid.UUID(b)]
-    assert [(verb, [uuid.UUID(str(i)) for i in params[0]]) for verb, params in seen] == [
-        ("SELECT", locked),  # both rows, in id order, before either is written
-        ("UPDATE", locked),
-        ("UPDATE", [uuid.UUID(a)]),  # one session: its UPDATE is its lock
-    ]
+        await asyncio.wait_for(blocked(), 60)
+        await prober.rollback()
+        await prober.execute(lock, {"id": uuid.UUID(b)})  # free: the batch waits before it
+        await prober.rollback()
+        assert not batch.done()
+        await holder.rollback()
+        await asyncio.wait_for(batch, 60)
+    assert [await repo.agent_step_count(sid) for sid in (a, b)] == [1, 1]
 
 
 @pytest.mark.postgres

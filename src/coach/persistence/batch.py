@@ -136,10 +136,11 @@ class Plan:
         field sealed with its session owner's sealer (``sealers``: session id -> sealer,
         one for each of :attr:`session_ids`).
 
-        The sessions it updates are locked first, in id order (:func:`lock_sessions`;
-        when there are several); then the memory positions of every session with
-        nothing else to change are claimed in one statement, each other session is
-        updated in one (its claim with it); then zone writes, then the inserts.
+        The sessions it updates are locked first, in id order, when there are several:
+        on PostgreSQL by the statement that claims the memory positions of every session
+        with nothing else to change (:func:`claim_memory`), or, when there is none, by
+        :func:`lock_sessions`. Each other session is then updated in one statement (its
+        claim with it); then zone writes, then the inserts.
 
         Raises:
             SessionNotFound: An op names an unknown session.
@@ -149,9 +150,11 @@ class Plan:
         applied, now = Applied(), self.now
         claims = {sid: (start, len(steps)) for sid, (start, steps) in self.appends.items()}
         updated = sorted(claims.keys() | self.session_fields.keys())
-        if len(updated) > 1:
-            lock_sessions(conn, updated)
-        claim_memory(conn, {sid: claims[sid] for sid in claims if sid not in self.session_fields})
+        lock = updated if len(updated) > 1 else []
+        bare = {sid: claims[sid] for sid in claims if sid not in self.session_fields}
+        if lock and not bare:
+            lock_sessions(conn, lock)
+        claim_memory(conn, bare, lock=lock if bare else ())
         for sid in sorted(self.session_fields):
             values = {**self.session_fields[sid], "updated_at": now}
             if "design_challenge" in values:

@@ -80,7 +80,15 @@ _SQLITE_CLAIM: Final = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND me
 _CLAIMS: Final = (
     "UPDATE sessions SET memory_steps = c.end_at "
     "FROM unnest($1::uuid[], $2::integer[], $3::integer[]) AS c(id, start_at, end_at) "
-    "WHERE sessions.id = c.id AND sessions.memory_steps = c.start_at RETURNING sessions.id"
+    "WHERE sessions.id = c.id AND sessions.memory_steps = c.start_at{lock} RETURNING sessions.id"
+)
+_LOCK_FIRST: Final = (
+    # An uncorrelated condition: PostgreSQL checks it once (a "One-Time Filter"), before
+    # the join below it reads a row, so its subquery locks the rows in id order before
+    # the UPDATE takes any lock of its own — the lock of :func:`lock_sessions`, without
+    # a round trip of its own.
+    " AND (SELECT count(*) FROM (SELECT 1 FROM sessions WHERE id = ANY($4::uuid[])"
+    " ORDER BY id FOR NO KEY UPDATE) AS locked) >= 0"
 )
 
 
@@ -91,13 +99,18 @@ def lock_sessions(conn: Connection, session_ids: Sequence[str]) -> None:
     Nothing on SQLite, whose write lock is the whole database's (``BEGIN IMMEDIATE``)."""
     if conn.dialect.paramstyle == "qmark":
         return
-    id_of = _binds(conn.dialect, SESSIONS, ("id",))[0]
-    driver_sql(
-        conn, _LOCK_SESSIONS, ([sid if id_of is None else id_of(sid) for sid in session_ids],)
-    )
+    driver_sql(conn, _LOCK_SESSIONS, (_ids(conn.dialect, session_ids),))
 
 
-def claim_steps(conn: Connection, claims: Sequence[tuple[str, int, int]]) -> list[str]:
+def _ids(dialect: Dialect, session_ids: Sequence[str]) -> list[Any]:
+    """Session ids as the driver takes them."""
+    id_of = _binds(dialect, SESSIONS, ("id",))[0]
+    return [sid if id_of is None else id_of(sid) for sid in session_ids]
+
+
+def claim_steps(
+    conn: Connection, claims: Sequence[tuple[str, int, int]], *, lock: Sequence[str] = ()
+) -> list[str]:
     """Claim memory positions for several sessions at once: each ``(session id, start,
     end)`` sets that session's stored step count to ``end`` if it is ``start``. Returns
     the sessions whose claim did not hold (no such session, or another count), in the
@@ -106,8 +119,10 @@ def claim_steps(conn: Connection, claims: Sequence[tuple[str, int, int]]) -> lis
     On PostgreSQL one ``UPDATE`` over ``unnest`` of three arrays, the same SQL for any
     number of claims: a statement is a round trip there, and a recorder's batch across 33
     sessions spent most of its CPU on 33 of them. The order in which the database takes
-    the rows' locks is its own: a caller that writes several sessions takes them first
-    with :func:`lock_sessions`. On SQLite, in the process, one ``UPDATE`` per claim.
+    the rows' locks is its own: a caller that writes several sessions has them locked
+    first, in id order, by the same statement (``lock``: every session the caller
+    writes; as :func:`lock_sessions` would, without a round trip of its own). On SQLite,
+    in the process, one ``UPDATE`` per claim (its write lock is the whole database's).
     """
     binds = _binds(conn.dialect, SESSIONS, ("memory_steps", "id", "memory_steps"))
     if conn.dialect.paramstyle == "qmark":
@@ -120,7 +135,11 @@ def claim_steps(conn: Connection, claims: Sequence[tuple[str, int, int]]) -> lis
         return []
     bound = [_bound(binds, (end, sid, start)) for sid, start, end in claims]
     ends, ids, starts = (list(column) for column in zip(*bound, strict=True))
-    held = {_hex(row[0]) for row in driver_sql(conn, _CLAIMS, (ids, starts, ends))[1]}
+    params: tuple[Any, ...] = (ids, starts, ends)
+    if lock:
+        params += (_ids(conn.dialect, lock),)
+    sql = _CLAIMS.format(lock=_LOCK_FIRST if lock else "")
+    held = {_hex(row[0]) for row in driver_sql(conn, sql, params)[1]}
     return [sid for (sid, _, _), id_ in zip(claims, ids, strict=True) if _hex(id_) not in held]
 
 

@@ -170,18 +170,21 @@ def session_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {name: fit(value, SESSIONS.c[name], f"session {name}") for name, value in fields.items()}
 
 
-def claim_memory(conn: Connection, claims: Mapping[str, tuple[int, int]]) -> None:
+def claim_memory(
+    conn: Connection, claims: Mapping[str, tuple[int, int]], *, lock: Sequence[str] = ()
+) -> None:
     """Claim memory positions ``start .. start + count - 1`` of each session (``claims``:
     session id -> ``(start, count)``): one statement on PostgreSQL, one per session on
     SQLite (:func:`~.driver.claim_steps`). Each takes its session's row lock, unless the
-    caller holds it already (:func:`~.driver.lock_sessions`).
+    caller holds it already; on PostgreSQL the sessions of ``lock`` (at least those
+    claimed) are locked first, in id order, by the same statement.
 
     Raises:
         SessionNotFound: There is no such session (the first, in id order).
         StaleWrite: A ``start`` is not the stored step count (another writer got there).
     """
     ordered = [(sid, start, start + count) for sid, (start, count) in sorted(claims.items())]
-    for sid in claim_steps(conn, ordered):
+    for sid in claim_steps(conn, ordered, lock=lock):
         stored = stored_count(conn, sid)
         if stored is None:
             raise SessionNotFound(sid)
