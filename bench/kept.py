@@ -262,7 +262,9 @@ def _thread_parts(
             "created_at": at,
         }
 
-    claims = [(sid, 0, 2) for sid in lock]  # rolled back: held or not, the same work
+    # Claims that hold for no session: the same statement and locks, and no row version
+    # written — rolled-back versions would pile up over the rounds and slow both sides.
+    claims = [(sid, -1, 1) for sid in lock]
 
     def claimed(locking: list[str]) -> Callable[[], None]:
         def claim() -> None:
