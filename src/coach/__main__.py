@@ -157,7 +157,7 @@ def _run_livekit(argv: Sequence[str]) -> int:
 
 async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
     from .persistence import open_repository
-    from .prompts import load_prompts
+    from .prompts import load_manifest
     from .surfaces import sessions
 
     store = await open_repository(
@@ -167,7 +167,7 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         keys_url=settings.keys_url,
         create_schema=settings.is_embedded_sqlite,
         check_schema=not settings.is_embedded_sqlite,
-        phase_ids=load_prompts(settings.prompts_dir).manifest.ids,
+        phase_ids=load_manifest(settings.prompts_dir).ids,
     )
     try:
         if args.command == "users" and args.users_command == "show":
