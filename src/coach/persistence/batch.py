@@ -31,7 +31,7 @@ from ..store import (
 from .codec import StepCodec
 from .conversation import message_row
 from .crypto import Sealer
-from .driver import insert_messages, insert_steps, lock_sessions
+from .driver import insert_messages, insert_steps
 from .memory import encode_rows, message_text
 from .phases import check_close, check_phase_output, close_phases, save_phase_outputs
 from .sessions import apply_session_write, claim_memory, session_values
@@ -136,11 +136,11 @@ class Plan:
         field sealed with its session owner's sealer (``sealers``: session id -> sealer,
         one for each of :attr:`session_ids`).
 
-        The sessions it updates are locked first, in id order, when there are several:
+        The sessions it updates are locked first, in id order, when there are several —
         on PostgreSQL by the statement that claims the memory positions of every session
-        with nothing else to change (:func:`claim_memory`), or, when there is none, by
-        :func:`lock_sessions`. Each other session is then updated in one statement (its
-        claim with it); then zone writes, then the inserts.
+        with nothing else to change (:func:`claim_memory`). Each other session is then
+        updated in one statement (its claim with it); then zone writes, then the
+        inserts.
 
         Raises:
             SessionNotFound: An op names an unknown session.
@@ -150,11 +150,11 @@ class Plan:
         applied, now = Applied(), self.now
         claims = {sid: (start, len(steps)) for sid, (start, steps) in self.appends.items()}
         updated = sorted(claims.keys() | self.session_fields.keys())
-        lock = updated if len(updated) > 1 else []
-        bare = {sid: claims[sid] for sid in claims if sid not in self.session_fields}
-        if lock and not bare:
-            lock_sessions(conn, lock)
-        claim_memory(conn, bare, lock=lock if bare else ())
+        claim_memory(
+            conn,
+            {sid: claims[sid] for sid in claims if sid not in self.session_fields},
+            lock=updated if len(updated) > 1 else (),
+        )
         for sid in sorted(self.session_fields):
             values = {**self.session_fields[sid], "updated_at": now}
             if "design_challenge" in values:

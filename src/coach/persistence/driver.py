@@ -73,23 +73,23 @@ def _marks(paramstyle: str, count: int) -> tuple[str, ...]:
     return tuple(f"${n}" for n in range(1, count + 1))
 
 
-_LOCK_SESSIONS: Final = (
-    "SELECT 1 FROM sessions WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE"
-)
+_LOCKED: Final = "SELECT 1 FROM sessions WHERE id = ANY({}::uuid[]) ORDER BY id FOR NO KEY UPDATE"
+"""The rows of the sessions in an array parameter, locked in id order."""
+_LOCK_SESSIONS: Final = _LOCKED.format("$1")
 _SQLITE_CLAIM: Final = "UPDATE sessions SET memory_steps = ? WHERE id = ? AND memory_steps = ?"
 _CLAIMS: Final = (
     "UPDATE sessions SET memory_steps = c.end_at "
     "FROM unnest($1::uuid[], $2::integer[], $3::integer[]) AS c(id, start_at, end_at) "
-    "WHERE sessions.id = c.id AND sessions.memory_steps = c.start_at{lock} RETURNING sessions.id"
+    "WHERE sessions.id = c.id AND sessions.memory_steps = c.start_at{} RETURNING sessions.id"
 )
-_LOCK_FIRST: Final = (
+_LOCKED_CLAIMS: Final = _CLAIMS.format(
     # An uncorrelated condition: PostgreSQL checks it once (a "One-Time Filter"), before
     # the join below it reads a row, so its subquery locks the rows in id order before
     # the UPDATE takes any lock of its own — the lock of :func:`lock_sessions`, without
     # a round trip of its own.
-    " AND (SELECT count(*) FROM (SELECT 1 FROM sessions WHERE id = ANY($4::uuid[])"
-    " ORDER BY id FOR NO KEY UPDATE) AS locked) >= 0"
+    f" AND (SELECT count(*) FROM ({_LOCKED.format('$4')}) AS locked) >= 0"
 )
+_CLAIMS_ALONE: Final = _CLAIMS.format("")
 
 
 def lock_sessions(conn: Connection, session_ids: Sequence[str]) -> None:
@@ -121,7 +121,8 @@ def claim_steps(
     sessions spent most of its CPU on 33 of them. The order in which the database takes
     the rows' locks is its own: a caller that writes several sessions has them locked
     first, in id order, by the same statement (``lock``: every session the caller
-    writes; as :func:`lock_sessions` would, without a round trip of its own). On SQLite,
+    writes; as :func:`lock_sessions` would, without a round trip of its own — or by it,
+    when there is no claim). On SQLite,
     in the process, one ``UPDATE`` per claim (its write lock is the whole database's).
     """
     binds = _binds(conn.dialect, SESSIONS, ("memory_steps", "id", "memory_steps"))
@@ -132,14 +133,16 @@ def claim_steps(
             if not driver_sql(conn, _SQLITE_CLAIM, _bound(binds, (end, sid, start)))[0]
         ]
     if not claims:
+        if lock:
+            lock_sessions(conn, lock)
         return []
     bound = [_bound(binds, (end, sid, start)) for sid, start, end in claims]
     ends, ids, starts = (list(column) for column in zip(*bound, strict=True))
-    params: tuple[Any, ...] = (ids, starts, ends)
     if lock:
-        params += (_ids(conn.dialect, lock),)
-    sql = _CLAIMS.format(lock=_LOCK_FIRST if lock else "")
-    held = {_hex(row[0]) for row in driver_sql(conn, sql, params)[1]}
+        found = driver_sql(conn, _LOCKED_CLAIMS, (ids, starts, ends, _ids(conn.dialect, lock)))
+    else:
+        found = driver_sql(conn, _CLAIMS_ALONE, (ids, starts, ends))
+    held = {_hex(row[0]) for row in found[1]}
     return [sid for (sid, _, _), id_ in zip(claims, ids, strict=True) if _hex(id_) not in held]
 
 

@@ -177,7 +177,8 @@ def claim_memory(
     session id -> ``(start, count)``): one statement on PostgreSQL, one per session on
     SQLite (:func:`~.driver.claim_steps`). Each takes its session's row lock, unless the
     caller holds it already; on PostgreSQL the sessions of ``lock`` (at least those
-    claimed) are locked first, in id order, by the same statement.
+    claimed) are locked first, in id order, by the same statement (by one of their own
+    when nothing is claimed).
 
     Raises:
         SessionNotFound: There is no such session (the first, in id order).
