@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -143,7 +144,7 @@ def _configure_logging(settings: Settings, *, quiet: bool) -> None:
         logging.getLogger("livekit").setLevel(framework)
 
 
-def _run_livekit(argv: Sequence[str]) -> int:
+def _livekit(argv: Sequence[str]) -> Callable[[], int]:
     # Fail fast, without a traceback, on what the worker would only find per job.
     from .prompts import load_prompts
     from .settings import load_settings
@@ -152,60 +153,66 @@ def _run_livekit(argv: Sequence[str]) -> int:
     load_prompts(settings.prompts_dir)
     from .surfaces.livekit_cli import run_cli
 
-    return run_cli(argv, settings)
+    return functools.partial(run_cli, argv, settings)
 
 
-async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
+def _sessions(settings: Settings, args: argparse.Namespace) -> Callable[[], int]:
     from .persistence import open_repository
     from .prompts import load_manifest
     from .surfaces import sessions
 
-    store = await open_repository(
-        settings.database_url,
-        secret=settings.memory_secret,
-        master_keys=settings.master_keys,
-        keys_url=settings.keys_url,
-        create_schema=settings.is_embedded_sqlite,
-        check_schema=not settings.is_embedded_sqlite,
-        phase_ids=load_manifest(settings.prompts_dir).ids,
-    )
-    try:
-        if args.command == "users" and args.users_command == "show":
-            await sessions.show_user(store, args.identity, sys.stdout)
-        elif args.command == "users" and args.users_command == "forget":
-            await sessions.forget_fact(store, args.identity, args.fact_id, sys.stdout)
-        elif args.command == "users":
-            await sessions.delete_user(store, args.identity, sys.stdout, _confirm(args))
-        elif args.sessions_command == "list":
-            await sessions.list_sessions(
-                store, sys.stdout, user=args.user, database=settings.database_label
-            )
-        elif args.sessions_command == "show":
-            await sessions.show_session(
-                store, args.session_id, sys.stdout, steps=args.steps, prompts=args.prompts
-            )
-        elif args.sessions_command == "branch":
-            await sessions.branch_session(store, args.session_id, args.phase_id, sys.stdout)
-        elif args.sessions_command == "delete":
-            await sessions.delete_session(store, args.session_id, sys.stdout, _confirm(args))
-        elif args.sessions_command == "prune":
-            await sessions.prune_sessions(
-                store,
-                sys.stdout,
-                _confirm(args),
-                days=args.days,
-                status=args.status,
-                dry_run=args.dry_run,
-            )
-        elif (args.session_id is None) == (args.user is None):
-            raise ConfigError("sessions export takes a session id or --user IDENTITY (one).")
-        elif args.user is not None:
-            await sessions.export_user(store, args.user, sys.stdout)
-        else:
-            await sessions.export_session(store, args.session_id, sys.stdout)
-    finally:
-        await store.aclose()
-    return 0
+    export = args.command == "sessions" and args.sessions_command == "export"
+    if export and (args.session_id is None) == (args.user is None):
+        raise ConfigError("sessions export takes a session id or --user IDENTITY (one).")
+    phase_ids = load_manifest(settings.prompts_dir).ids
+
+    async def run() -> int:
+        store = await open_repository(
+            settings.database_url,
+            secret=settings.memory_secret,
+            master_keys=settings.master_keys,
+            keys_url=settings.keys_url,
+            create_schema=settings.is_embedded_sqlite,
+            check_schema=not settings.is_embedded_sqlite,
+            phase_ids=phase_ids,
+        )
+        try:
+            if args.command == "users" and args.users_command == "show":
+                await sessions.show_user(store, args.identity, sys.stdout)
+            elif args.command == "users" and args.users_command == "forget":
+                await sessions.forget_fact(store, args.identity, args.fact_id, sys.stdout)
+            elif args.command == "users":
+                await sessions.delete_user(store, args.identity, sys.stdout, _confirm(args))
+            elif args.sessions_command == "list":
+                await sessions.list_sessions(
+                    store, sys.stdout, user=args.user, database=settings.database_label
+                )
+            elif args.sessions_command == "show":
+                await sessions.show_session(
+                    store, args.session_id, sys.stdout, steps=args.steps, prompts=args.prompts
+                )
+            elif args.sessions_command == "branch":
+                await sessions.branch_session(store, args.session_id, args.phase_id, sys.stdout)
+            elif args.sessions_command == "delete":
+                await sessions.delete_session(store, args.session_id, sys.stdout, _confirm(args))
+            elif args.sessions_command == "prune":
+                await sessions.prune_sessions(
+                    store,
+                    sys.stdout,
+                    _confirm(args),
+                    days=args.days,
+                    status=args.status,
+                    dry_run=args.dry_run,
+                )
+            elif args.user is not None:
+                await sessions.export_user(store, args.user, sys.stdout)
+            else:
+                await sessions.export_session(store, args.session_id, sys.stdout)
+        finally:
+            await store.aclose()
+        return 0
+
+    return lambda: asyncio.run(run())
 
 
 def _vault(settings: Settings) -> Vault:
@@ -252,17 +259,25 @@ def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
     return ask
 
 
-def _dispatch(argv: Sequence[str]) -> int:
+def _done(work: Callable[[], object]) -> int:
+    work()
+    return 0
+
+
+def _command(argv: Sequence[str]) -> Callable[[], int]:
+    """A command's start-up: parse ``argv``, load the settings, check what can be checked
+    first and import what the command runs. The call returned does the command's work and
+    returns its exit code."""
     if argv and argv[0] in LIVEKIT_COMMANDS:
-        return _run_livekit(argv)
+        return _livekit(argv)
     if argv and argv[0] == "demo":
         from .testing.demo import main as demo
 
-        return demo(argv[1:])
-    args = _parser().parse_args(argv)
+        return functools.partial(demo, argv[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command is None:
-        _parser().print_help()
-        return 0
+        return functools.partial(_done, parser.print_help)
     from .settings import load_settings  # pydantic: not for --help
 
     settings = load_settings()
@@ -276,25 +291,31 @@ def _dispatch(argv: Sequence[str]) -> int:
         from .surfaces.chat import run_chat
 
         _configure_logging(settings, quiet=True)
-        return asyncio.run(run_chat(settings, user=args.user))
+        return lambda: asyncio.run(run_chat(settings, user=args.user))
     if args.command == "db":
         from .persistence.migrate import upgrade_sync
 
         _configure_logging(settings, quiet=False)
         logging.getLogger("alembic.runtime.migration").addFilter(_first_line_of_each_step)
-        upgrade_sync(settings.database_url, secret=settings.memory_secret, vault=_vault(settings))
-        print("database is up to date")
-        return 0
+
+        def upgrade() -> None:
+            upgrade_sync(
+                settings.database_url, secret=settings.memory_secret, vault=_vault(settings)
+            )
+            print("database is up to date")
+
+        return functools.partial(_done, upgrade)
     if args.command == "keys":
-        return _keys(settings, args.keys_command)
+        return functools.partial(_keys, settings, args.keys_command)
     if args.command in ("sessions", "users"):
         _configure_logging(settings, quiet=True)
-        return asyncio.run(_sessions(settings, args))
+        return _sessions(settings, args)
     if args.command == "token":
         from .surfaces.token import make_token
 
-        print(make_token(settings, args.identity, args.room, name=args.name))
-        return 0
+        return functools.partial(
+            _done, lambda: print(make_token(settings, args.identity, args.room, name=args.name))
+        )
     if args.command == "web":
         # What run_web checks first, checked before aiohttp is imported.
         from .surfaces.web_checks import check_livekit_settings, check_port
@@ -304,15 +325,20 @@ def _dispatch(argv: Sequence[str]) -> int:
         from .surfaces.web import run_web
 
         _configure_logging(settings, quiet=False)
-        return run_web(settings, args.host, args.port, allowed_hosts=args.allow_host)
+        return functools.partial(
+            run_web, settings, args.host, args.port, allowed_hosts=args.allow_host
+        )
     raise AssertionError(args.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m coach`` and the ``coach`` script."""
+    """Run the command ``argv`` (default: the process's arguments) and return its exit
+    code: 2, after one line on stderr, for what stops it (a bad argument or setting, a
+    store that cannot be used)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _dispatch(argv)
+        work = _command(argv)
+        return work()
     except CoachError as exc:
         # One line, whatever the message quotes (an argument may hold a newline).
         print(f"coach: {' '.join(str(exc).split())}", file=sys.stderr)

@@ -177,3 +177,15 @@ async def test_export_of_a_person_is_their_sessions_and_what_is_remembered(
         code, out, err = await coach("sessions", "export", *args, env=env)
         assert (code, out) == (2, ""), args
         assert err.startswith("coach: ") and err.count("\n") == 1
+
+
+async def test_an_export_that_names_nothing_stops_before_the_database_is_opened(
+    tmp_path: Path,
+) -> None:
+    env = coach_env(tmp_path)
+
+    code, out, err = await coach("sessions", "export", env=env)
+
+    assert (code, out) == (2, "")
+    assert err == "coach: sessions export takes a session id or --user IDENTITY (one).\n"
+    assert not (tmp_path / "chat.db").exists()  # nothing created, nothing migrated
