@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import logging
 import os
 import sys
@@ -334,10 +335,14 @@ def _command(argv: Sequence[str]) -> Callable[[], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (default: the process's arguments) and return its exit
     code: 2, after one line on stderr, for what stops it (a bad argument or setting, a
-    store that cannot be used)."""
+    store that cannot be used). The cyclic collector waits while the command starts
+    (:func:`_started`); the process's entry point is :func:`run`."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    collecting = gc.isenabled()
+    gc.disable()  # while the command starts (see _started)
     try:
         work = _command(argv)
+        _started(collecting)
         return work()
     except CoachError as exc:
         # One line, whatever the message quotes (an argument may hold a newline).
@@ -350,7 +355,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (``sessions show ID | head``): stop quietly, as cat does.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        gc.unfreeze()  # leave the process's collector as it was found (in-process callers)
+        if collecting:
+            gc.enable()
+
+
+def _started(collecting: bool) -> None:
+    """Start-up is over: what it built is frozen out of the collector, which then runs.
+
+    A command's start-up (argparse, the settings, its imports: SQLAlchemy, pydantic, for a
+    chat the agent framework) builds a few hundred thousand objects that live as long as
+    the process, and the cyclic collector, left on, walks them again and again while they
+    are built: ``main`` turns it off for start-up, and here moves what start-up built into
+    the permanent generation (:func:`gc.freeze`), which no collection walks — not the
+    conversation's, not the interpreter's last at exit (:func:`run`). What start-up left
+    as garbage stays with it: about a megabyte. Measured by ``bench/startup.py``, paired:
+    about 0.1 s of CPU less for a database command (of 0.5 s), 0.3 s for a chat to its
+    greeting (of 2.5 s).
+    """
+    gc.freeze()
+    if collecting:
+        gc.enable()
+
+
+def run() -> NoReturn:
+    """The process's entry point (``python -m coach``, the ``coach`` script): exit with
+    :func:`main`'s code, with what the command built frozen first, so the interpreter's
+    last collection does not walk it."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
