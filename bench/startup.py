@@ -205,12 +205,14 @@ def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
 
 
 def stack_trial(case: Case) -> float:
-    """One fresh process importing ``case``'s :data:`STACKS`: its CPU seconds — to its
-    exit, or, for a case measured to its greeting, to the imports' end (a process's exit
-    frees its modules, which ``chat``'s figure does not include)."""
+    """One fresh process importing ``case``'s :data:`STACKS` as a command's start-up does
+    (:func:`coach.__main__.main`: the cyclic collector paused, then what was built frozen
+    out of it): its CPU seconds — to its exit, or, for a case measured to its greeting, to
+    the imports' end (a process's exit frees its modules, which ``chat``'s figure does not
+    include)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COACH_", "PYTHONPATH"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    code = f"import {', '.join(STACKS[case.stack])}"
+    code = f"import gc; gc.disable(); import {', '.join(STACKS[case.stack])}; gc.freeze()"
     if case.greeting:
         code += "; import os; os._exit(0)"
     proc = subprocess.Popen(
