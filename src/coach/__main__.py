@@ -260,16 +260,10 @@ def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
     return ask
 
 
-def _done(work: Callable[[], object]) -> int:
-    """Do ``work``; the command's exit code is 0."""
-    work()
-    return 0
-
-
-def _command(argv: Sequence[str]) -> Callable[[], int]:
+def _command(argv: Sequence[str]) -> Callable[[], int | None]:
     """A command's start-up: parse ``argv``, load the settings, check what can be checked
     first and import what the command runs. The call returned does the command's work and
-    returns its exit code."""
+    returns its exit code (None: 0)."""
     if argv and argv[0] in LIVEKIT_COMMANDS:
         return _livekit(argv)
     if argv and argv[0] == "demo":
@@ -279,7 +273,7 @@ def _command(argv: Sequence[str]) -> Callable[[], int]:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        return functools.partial(_done, parser.print_help)
+        return parser.print_help
     from .settings import load_settings  # pydantic: not for --help
 
     settings = load_settings()
@@ -306,7 +300,7 @@ def _command(argv: Sequence[str]) -> Callable[[], int]:
             )
             print("database is up to date")
 
-        return functools.partial(_done, upgrade)
+        return upgrade
     if args.command == "keys":
         return functools.partial(_keys, settings, args.keys_command)
     if args.command in ("sessions", "users"):
@@ -315,9 +309,7 @@ def _command(argv: Sequence[str]) -> Callable[[], int]:
     if args.command == "token":
         from .surfaces.token import make_token
 
-        return functools.partial(
-            _done, lambda: print(make_token(settings, args.identity, args.room, name=args.name))
-        )
+        return lambda: print(make_token(settings, args.identity, args.room, name=args.name))
     if args.command == "web":
         # What run_web checks first, checked before aiohttp is imported.
         from .surfaces.web_checks import check_livekit_settings, check_port
@@ -344,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         work = _command(argv)
         _started(collecting, freeze=thawed)
-        return work()
+        return work() or 0
     except CoachError as exc:
         # One line, whatever the message quotes (an argument may hold a newline).
         print(f"coach: {' '.join(str(exc).split())}", file=sys.stderr)
