@@ -122,8 +122,8 @@ def claim_steps(
     the rows' locks is its own: a caller that writes several sessions has them locked
     first, in id order, by the same statement (``lock``: every session the caller
     writes; as :func:`lock_sessions` would, without a round trip of its own — or by it,
-    when there is no claim). On SQLite,
-    in the process, one ``UPDATE`` per claim (its write lock is the whole database's).
+    when there is no claim). On SQLite, in the process, one ``UPDATE`` per claim (its
+    write lock is the whole database's).
     """
     binds = _binds(conn.dialect, SESSIONS, ("memory_steps", "id", "memory_steps"))
     if conn.dialect.paramstyle == "qmark":
