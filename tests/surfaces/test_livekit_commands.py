@@ -165,15 +165,17 @@ async def test_start_registers_with_the_server_and_keys_from_dotenv(tmp_path: Pa
 async def test_a_worker_that_cannot_register_exits_non_zero_with_one_line(
     tmp_path: Path,
 ) -> None:
-    # `start` as the user runs it, with one knob turned: no retries, so that the
-    # registration failure that would come after minutes comes at once.
+    # `start` as the user runs it, with two knobs turned: no retries, so that the
+    # registration failure that would come after minutes comes at once, and the health
+    # server on a free port, not 8081, which the other `start` test may hold meanwhile
+    # ("address already in use" under pytest-xdist).
     env = lk_env(
         tmp_path, LIVEKIT_URL="ws://127.0.0.1:9", LIVEKIT_API_KEY=DEV_KEY, LIVEKIT_API_SECRET="x"
     )
     program = (
         "import sys; from coach.__main__ import main; "
         "from coach.surfaces.worker import server; "
-        "server.update_options(max_retry=0); sys.exit(main(['start']))"
+        "server.update_options(max_retry=0); server._port = 0; sys.exit(main(['start']))"
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
