@@ -291,3 +291,41 @@ async def test_a_usage_error_is_one_line(tmp_path: Path, argv: tuple[str, ...]) 
     assert (code, out) == (2, "")
     assert err.startswith("coach: ") and err.endswith("(see --help)\n") and err.count("\n") == 1
     assert "usage:" not in err
+
+
+class EndOfTurnModel:
+    """Stands in for LiveKit's local end-of-turn model (``livekit.local_inference.EOT``):
+    the real one costs ~0.16 s of CPU and ~240 MB of memory to load. Each one made is
+    counted in :attr:`loaded`."""
+
+    loaded: list["EndOfTurnModel"] = []
+
+    def __init__(self) -> None:
+        self.loaded.append(self)
+
+    def predict(self, _pcm: object) -> float:
+        return 1.0
+
+
+async def test_a_text_chat_loads_no_end_of_turn_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Typed turns end when the line does: a model that listens for the end of speech
+    # would only cost the chat its memory and its start.
+    from livekit.agents.inference.eot import transports
+
+    monkeypatch.setattr(transports, "_EOT", EndOfTurnModel)
+    monkeypatch.setattr(EndOfTurnModel, "loaded", [])
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'typed.db'}",
+        secret_key=SECRET,
+        llm_base_url="http://127.0.0.1:9/v1",
+    )
+    model = ScriptedLLM([say("Hi! What's your name?"), say("Nice to meet you, Ada.")])
+    out = io.StringIO()
+    code = await run_chat(
+        settings, user="ada", chat_llm=model, stdin=io.StringIO("Ada\n"), stdout=out
+    )
+    assert code == 0
+    assert out.getvalue() == "coach> Hi! What's your name?\ncoach> Nice to meet you, Ada.\n"
+    assert EndOfTurnModel.loaded == []

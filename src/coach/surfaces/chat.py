@@ -27,7 +27,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO
 
-from livekit.agents import APIError, llm
+from livekit.agents import APIError, TurnHandlingOptions, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, FunctionToolsExecutedEvent
 from livekit.agents.voice.io import TextOutput
 
@@ -50,6 +50,11 @@ EXIT_MODEL_FAILED = 1
 """At least one turn got no answer from the model (each was reported as it happened)."""
 EXIT_WRITES_LOST = 3
 """Some of the conversation could not be stored (reported, with the count, at exit)."""
+
+
+TYPED_TURNS: TurnHandlingOptions = {"turn_detection": None}
+"""A typed turn ends with its line: no end-of-turn model listens for it (LiveKit's
+default loads one for speech — about 0.16 s of CPU and 240 MB of memory here)."""
 
 
 WAITING = "waiting for the model…"
@@ -241,7 +246,9 @@ async def run_chat(
     try:
         userdata = runtime.new_userdata(identity=user, model=model)
         # The user decides when to give up on a model that is down, not a failure count.
-        session = runtime.new_session(userdata, llm=model, max_model_failures=sys.maxsize)
+        session = runtime.new_session(
+            userdata, llm=model, turn_handling=TYPED_TURNS, max_model_failures=sys.maxsize
+        )
         transcript = Transcript(stdout, wait_after=wait_after)
         session.output.transcription = transcript
         session.on("conversation_item_added", transcript.on_item)
