@@ -1,9 +1,11 @@
-"""What each ``python -m coach`` command costs before it does its work: process CPU.
+"""What each ``python -m coach`` command costs before it does its work: process CPU,
+and the memory it takes.
 
 Each trial is a fresh ``python -m coach ...`` process; the figure is its CPU (user +
 system, all threads): to exit for a command that runs no agent, and to the greeting's
 line for ``chat`` (read from ``/proc`` the moment ``coach>`` is printed, against the
-local fake OpenAI server). Every trial also says whether ``livekit.agents`` was loaded.
+local fake OpenAI server). Beside it, the process's peak resident memory to the same
+point. Every trial also says whether ``livekit.agents`` was loaded.
 In the same rounds, a fresh process imports what of SPEC §1's stack the command cannot
 do without (:data:`STACKS`): how much of a figure is the stack's on this machine, and how
 much coach adds over it (paired, round by round). An absolute target can be out of
@@ -35,7 +37,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from coach.testing import Reply
@@ -48,12 +50,15 @@ PROBE = (
     "import atexit, os, sys; stack = os.environ.pop('BENCH_STACK', '').split(); "
     "atexit.register(lambda: print('livekit.agents loaded:', 'livekit.agents' in sys.modules, "
     "'\\nstack not loaded:', *[m for m in stack if m not in sys.modules], file=sys.stderr)); "
+    "atexit.register(lambda: print('peak kB:', *[line.split()[1] for line in "
+    "open('/proc/self/status') if line.startswith('VmHWM:')], file=sys.stderr)); "
     "import runpy; sys.argv = ['coach', *sys.argv[1:]]; "
     "runpy.run_module('coach', run_name='__main__')"
 )
 """``python -c PROBE ARGS`` runs ``python -m coach ARGS`` and says, at exit, whether
-``livekit.agents`` was imported, and which of the modules named in ``BENCH_STACK`` were
-not."""
+``livekit.agents`` was imported, which of the modules named in ``BENCH_STACK`` were
+not, and its peak resident memory (``VmHWM``: this program's own, where ``wait4``'s
+``ru_maxrss`` would count the forked parent's memory from before the ``exec``)."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,25 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def _peak_of(pid: int) -> float:
+    """Process ``pid``'s peak resident memory so far (MB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+class Trial(NamedTuple):
+    """One run of a command."""
+
+    cpu: float
+    """CPU seconds (user + system, every thread): to exit, or to ``chat``'s greeting."""
+    loaded: bool
+    """Whether ``livekit.agents`` was imported."""
+    peak: float
+    """Peak resident memory (MB) to the same point as :attr:`cpu`."""
+
+
 @dataclass
 class Tree:
     """A source tree to run coach from, with its own home and SQLite file."""
@@ -157,8 +181,8 @@ class Tree:
         return env
 
 
-def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
-    """One run of ``case`` from ``tree``: (CPU seconds, whether livekit.agents loaded)."""
+def trial(tree: Tree, case: Case, url: str) -> Trial:
+    """One run of ``case`` from ``tree``."""
     argv = [a.replace("{session}", tree.session) for a in case.argv]
     proc = subprocess.Popen(
         [sys.executable, "-c", PROBE, *argv],
@@ -175,10 +199,11 @@ def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
     reader = threading.Thread(target=lambda: err.extend(stderr), daemon=True)
     reader.start()
     cpu: float | None = None
+    peak = 0.0
     if case.greeting:
         for line in proc.stdout:
             if line.startswith("coach> "):
-                cpu = _cpu_of(proc.pid)
+                cpu, peak = _cpu_of(proc.pid), _peak_of(proc.pid)
                 break
         proc.stdin.close()
         proc.stdout.read()
@@ -197,11 +222,15 @@ def trial(tree: Tree, case: Case, url: str) -> tuple[float, bool]:
         if case.greeting:
             raise RuntimeError(f"{tree.name}: no greeting from chat: {''.join(err)[-2000:]}")
         cpu = usage.ru_utime + usage.ru_stime
+        said = [line.split()[-1] for line in err if line.startswith("peak kB:")]
+        if not said:
+            raise RuntimeError(f"{tree.name}: {' '.join(argv)}: no peak memory from the probe")
+        peak = int(said[0]) / 1024
     loaded = any(line.strip() == "livekit.agents loaded: True" for line in err)
     missing = [line for line in err if line.startswith("stack not loaded:")]
     if tree.root == ROOT and missing != ["stack not loaded:\n"]:  # an older tree may differ
         raise RuntimeError(f"{tree.name}: {' '.join(argv)}: {''.join(missing) or 'no probe'}")
-    return cpu, loaded
+    return Trial(cpu, loaded, peak)
 
 
 def stack_trial(case: Case) -> float:
@@ -288,7 +317,7 @@ async def _run(names: Sequence[str], pairs: int, before: str | None) -> None:
                 await asyncio.to_thread(_setup, tree, url)
             for name in names:
                 case = CASES[name]
-                runs: dict[str, list[tuple[float, bool]]] = {t.name: [] for t in trees}
+                runs: dict[str, list[Trial]] = {t.name: [] for t in trees}
                 stack: list[float] = []
                 await asyncio.to_thread(trial, trees[-1], case, url)  # warm-up
                 if case.stack:
@@ -312,6 +341,7 @@ _header = False
 
 
 STACK_COLUMN = "its stack's imports alone: CPU s, median"
+PEAK_COLUMN = "peak RSS MB, median"
 OVER_COLUMN = "coach over them: paired difference, median"
 
 
@@ -329,7 +359,7 @@ def stack_verdict(
 def _row(
     name: str,
     case: Case,
-    runs: dict[str, list[tuple[float, bool]]],
+    runs: dict[str, list[Trial]],
     trees: list[str],
     stack: list[float],
 ) -> None:
@@ -337,30 +367,37 @@ def _row(
     if not _header:
         cols = " | ".join(f"{t}: CPU s, median" for t in trees)
         diff = " | paired difference, median" if len(trees) == 2 else ""
+        peaks = " | ".join(f"{t}: {PEAK_COLUMN}" for t in trees)
         verdict = f"verdict ({trees[-1]})"
         print(
-            f"| command | {cols}{diff} | livekit.agents loaded | {STACK_COLUMN} | "
+            f"| command | {cols}{diff} | livekit.agents loaded | {peaks} | {STACK_COLUMN} | "
             f"{OVER_COLUMN} | target | {verdict} |"
         )
-        print("|---" * (len(trees) + (7 if len(trees) == 2 else 6)) + "|")
+        print("|---" * (2 * len(trees) + (7 if len(trees) == 2 else 6)) + "|")
         _header = True
-    meds = [statistics.median(cpu for cpu, _ in runs[t]) for t in trees]
+    meds = [statistics.median(run.cpu for run in runs[t]) for t in trees]
     cells = " | ".join(f"{m:.2f}" for m in meds)
     if len(trees) == 2:
-        diffs = [a[0] - b[0] for a, b in zip(runs[trees[0]], runs[trees[1]], strict=True)]
+        diffs = [a.cpu - b.cpu for a, b in zip(runs[trees[0]], runs[trees[1]], strict=True)]
         cells += f" | {statistics.median(diffs):.2f}"
     loaded = " / ".join(
-        "yes" if all(lo for _, lo in runs[t]) else "no" if not any(lo for _, lo in runs[t]) else "?"
+        "yes"
+        if all(run.loaded for run in runs[t])
+        else "no"
+        if not any(run.loaded for run in runs[t])
+        else "?"
         for t in trees
     )
+    peaks = " | ".join(f"{statistics.median(run.peak for run in runs[t]):.0f}" for t in trees)
     alone = over = "–"
     if stack:
-        own = [cpu - s for (cpu, _), s in zip(runs[trees[-1]], stack, strict=True)]
+        own = [run.cpu - s for run, s in zip(runs[trees[-1]], stack, strict=True)]
         alone, over = f"{statistics.median(stack):.2f}", f"{statistics.median(own):+.2f}"
     median = statistics.median(stack) if stack else None
     verdict = stack_verdict(meds[-1], median, case.target)
     print(
-        f"| {name} | {cells} | {loaded} | {alone} | {over} | ≤ {case.target:g} s | {verdict} |",
+        f"| {name} | {cells} | {loaded} | {peaks} | {alone} | {over} | ≤ {case.target:g} s | "
+        f"{verdict} |",
         flush=True,
     )
 

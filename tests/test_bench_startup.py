@@ -15,9 +15,20 @@ from pathlib import Path
 import pytest
 from bench import startup
 from bench.results import startup_rows
-from bench.startup import CASES, ROOT, STACKS, Case, Tree, _setup, _visit_replies, trial
+from bench.startup import (
+    CASES,
+    GREETING,
+    ROOT,
+    STACKS,
+    Case,
+    Tree,
+    Trial,
+    _setup,
+    _visit_replies,
+    trial,
+)
 
-from coach.testing import FakeOpenAIServer
+from coach.testing import FakeOpenAIServer, say
 
 NO_MODEL = "http://127.0.0.1:9/v1"
 """The commands measured here run no agent: no model answers."""
@@ -35,8 +46,15 @@ async def tree(tmp_path: Path) -> AsyncIterator[Tree]:
 async def test_the_set_up_visit_stores_a_session_the_commands_read(tree: Tree) -> None:
     assert len(tree.session) == 32
     for name in ("sessions-list", "sessions-show", "users-show"):
-        cpu, loaded = await asyncio.to_thread(trial, tree, CASES[name], NO_MODEL)
-        assert cpu > 0 and not loaded, name
+        run = await asyncio.to_thread(trial, tree, CASES[name], NO_MODEL)
+        assert run.cpu > 0 and run.peak > 0 and not run.loaded, name
+
+
+async def test_a_chat_is_measured_to_its_greeting(tree: Tree) -> None:
+    """CPU and peak memory read the moment the greeting is printed, the agent loaded."""
+    async with FakeOpenAIServer([say(GREETING)]) as server:
+        run = await asyncio.to_thread(trial, tree, CASES["chat"], server.base_url)
+    assert run.cpu > 0 and run.peak > 0 and run.loaded
 
 
 async def test_a_command_that_exits_otherwise_than_its_case_fails_the_trial(tree: Tree) -> None:
@@ -63,10 +81,10 @@ def test_the_results_read_the_table_the_startup_bench_prints(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(startup, "_header", False)
-    runs = [(1.0, False), (1.2, False), (1.1, False)]
+    runs = [Trial(1.0, False, 90), Trial(1.2, False, 95), Trial(1.1, False, 92)]
     startup._row("sessions-list", CASES["sessions-list"], {"now": runs}, ["now"], [0.7, 0.8, 0.9])
-    startup._row("help", CASES["help"], {"now": [(0.2, False)]}, ["now"], [])
-    startup._row("chat", CASES["chat"], {"now": [(2.0, True)]}, ["now"], [2.6])
+    startup._row("help", CASES["help"], {"now": [Trial(0.2, False, 30)]}, ["now"], [])
+    startup._row("chat", CASES["chat"], {"now": [Trial(2.0, True, 180)]}, ["now"], [2.6])
     rows = startup_rows(capsys.readouterr().out)
     assert (rows["sessions-list"].cpu, rows["sessions-list"].stack) == (1.1, 0.8)
     assert (rows["help"].cpu, rows["help"].stack) == (0.2, None)
