@@ -222,7 +222,7 @@ def trial(tree: Tree, case: Case, url: str) -> Trial:
         if case.greeting:
             raise RuntimeError(f"{tree.name}: no greeting from chat: {''.join(err)[-2000:]}")
         cpu = usage.ru_utime + usage.ru_stime
-        said = [line.split()[-1] for line in err if line.startswith("peak kB:")]
+        said = [w[2] for line in err if (w := line.split())[:2] == ["peak", "kB:"] and len(w) == 3]
         if not said:
             raise RuntimeError(f"{tree.name}: {' '.join(argv)}: no peak memory from the probe")
         peak = int(said[0]) / 1024

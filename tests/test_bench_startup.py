@@ -50,6 +50,22 @@ async def test_the_set_up_visit_stores_a_session_the_commands_read(tree: Tree) -
         assert run.cpu > 0 and run.peak > 0 and not run.loaded, name
 
 
+async def test_a_command_s_memory_is_its_own_not_the_bench_s(tree: Tree) -> None:
+    """``--help`` holds a fraction of this test process's memory: the figure is the
+    command's own peak, not the forked bench's resident memory from before the ``exec``
+    (which ``wait4`` would report)."""
+    run = await asyncio.to_thread(trial, tree, CASES["help"], NO_MODEL)
+    assert 0 < run.peak < _resident_mb() / 2
+
+
+def _resident_mb() -> float:
+    """This process's resident memory now (MB)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
 async def test_a_chat_is_measured_to_its_greeting(tree: Tree) -> None:
     """CPU and peak memory read the moment the greeting is printed, the agent loaded."""
     async with FakeOpenAIServer([say(GREETING)]) as server:
@@ -95,3 +111,15 @@ def test_the_results_read_the_table_the_startup_bench_prints(
     )
     assert rows["sessions-list"].row("list", 0.85)[-1] == "**not met**"
     assert rows["chat"].row("chat", 2.5)[-1] == "met"
+
+
+@pytest.mark.parametrize("trees", [["now"], ["at x", "now"]])
+def test_the_table_s_rows_have_as_many_cells_as_its_header(
+    trees: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(startup, "_header", False)
+    runs = {tree: [Trial(1.0, False, 60), Trial(1.1, False, 61)] for tree in trees}
+    startup._row("sessions-list", CASES["sessions-list"], runs, trees, [0.7, 0.8])
+    header, rule, row = capsys.readouterr().out.splitlines()
+    assert rule.count("|---") == header.count("|") - 1 == row.count("|") - 1
+    assert row.split(" | ")[header.split(" | ").index(f"now: {startup.PEAK_COLUMN}")] == "60"

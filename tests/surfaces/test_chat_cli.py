@@ -316,6 +316,9 @@ async def test_a_text_chat_loads_no_end_of_turn_model(
 
     monkeypatch.setattr(transports, "_EOT", EndOfTurnModel)
     monkeypatch.setattr(EndOfTurnModel, "loaded", [])
+    # LiveKit's default is the local model unless these point it at a remote one.
+    monkeypatch.delenv("LIVEKIT_DEV_MODE", raising=False)
+    monkeypatch.delenv("LIVEKIT_REMOTE_EOT_URL", raising=False)
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'typed.db'}",
         secret_key=SECRET,
