@@ -380,14 +380,7 @@ def _row(
     if len(trees) == 2:
         diffs = [a.cpu - b.cpu for a, b in zip(runs[trees[0]], runs[trees[1]], strict=True)]
         cells += f" | {statistics.median(diffs):.2f}"
-    loaded = " / ".join(
-        "yes"
-        if all(run.loaded for run in runs[t])
-        else "no"
-        if not any(run.loaded for run in runs[t])
-        else "?"
-        for t in trees
-    )
+    loaded = " / ".join(_yes_no([run.loaded for run in runs[t]]) for t in trees)
     peaks = " | ".join(f"{statistics.median(run.peak for run in runs[t]):.0f}" for t in trees)
     alone = over = "–"
     if stack:
@@ -400,6 +393,11 @@ def _row(
         f"{verdict} |",
         flush=True,
     )
+
+
+def _yes_no(said: Sequence[bool]) -> str:
+    """``yes`` if every trial said so, ``no`` if none did, ``?`` if they differ."""
+    return "yes" if all(said) else "no" if not any(said) else "?"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

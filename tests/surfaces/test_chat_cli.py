@@ -303,9 +303,6 @@ class EndOfTurnModel:
     def __init__(self) -> None:
         self.loaded.append(self)
 
-    def predict(self, _pcm: object) -> float:
-        return 1.0
-
 
 async def test_a_text_chat_loads_no_end_of_turn_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
