@@ -16,7 +16,7 @@ every turn, and no rewrite takes it away without taking the behaviour with it:
 * each statement's listeners told (``driver_sql``; its translation of driver errors
   is not timed);
 * the unit of work's crash contract: a unit its caller gave up on rolls back instead of
-  committing later (``Database.run``'s event and ``_transact``); on PostgreSQL, a
+  committing later (``Database.run``'s flag and ``_transact``); on PostgreSQL, a
   stalled database reported within the timeout;
 * each session's owner's key found before its rows are sealed or opened (per-person
   keys: ``Owners``);
@@ -44,7 +44,6 @@ import argparse
 import asyncio
 import gc
 import statistics
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -60,7 +59,7 @@ from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
 from coach.persistence.conversation import WindowMessage, fetch_window, message_row
 from coach.persistence.driver import claim_steps
-from coach.persistence.engine import _transact, driver_sql
+from coach.persistence.engine import _Caller, _transact, driver_sql
 from coach.persistence.owners import Owners
 from coach.persistence.phases import output_record
 from coach.persistence.resume import _statements, resume_context
@@ -87,7 +86,7 @@ LISTENERS = (
 )
 UNIT = (
     "a unit its caller gave up on rolls back, never commits later (`Database.run`'s "
-    "event and `_transact`, over a bare transaction)"
+    "flag and `_transact`, over a bare transaction)"
 )
 STALL = "a stalled database reported within the timeout (`asyncio.timeout`, PostgreSQL)"
 OWNERS = (
@@ -309,8 +308,8 @@ def _unit(conn: Connection, begin: str | None, few: int) -> Callable[[], float]:
     """The unit's guard against an abandoned caller: ``_transact`` with its event, over a
     bare transaction, ``few`` of each."""
 
-    def watched() -> None:  # a new event per unit, as `Database.run` makes one
-        _transact(conn, _nothing, threading.Event(), begin)
+    def watched() -> None:  # a new flag per unit, as `Database.run` makes one
+        _transact(conn, _nothing, _Caller(), begin)
 
     return _beside(_timed(watched, few), _timed(partial(_bare, conn, begin), few))
 
