@@ -47,19 +47,19 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from coach.conversation.recorder import Recorder
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
 from coach.persistence.conversation import WindowMessage, fetch_window, message_row
 from coach.persistence.driver import claim_steps
-from coach.persistence.engine import _Caller, _transact, driver_sql
+from coach.persistence.engine import _Caller, _listeners, _transact, driver_sql
 from coach.persistence.owners import Owners
 from coach.persistence.phases import output_record
 from coach.persistence.resume import _statements, resume_context
@@ -172,9 +172,10 @@ class Shape:
 
 def shape(ops: Sequence[Any], batch: int, *, postgres: bool, per: str = "message") -> Shape:
     """What ``write_batch`` does for ``ops`` cut into batches of ``batch``, per message
-    (``per="message"``) or in all (``per="all"``): SQLite claims each session's steps in
-    a statement of its own, PostgreSQL all of a batch's in one (which locks them first,
-    when there are several); then one insert of the messages, one of the steps."""
+    (``per="message"``) or in all (``per="all"``): SQLite claims each session's steps and
+    inserts each message in a statement of its own, PostgreSQL all of a batch's claims in
+    one (which locks them first, when there are several) and its messages in one; then
+    one insert of the steps."""
     messages = steps = sessions = statements = locks = 0
     batches = range(0, len(ops), batch)
     for first in batches:
@@ -186,7 +187,8 @@ def shape(ops: Sequence[Any], batch: int, *, postgres: bool, per: str = "message
         sessions += len({op.session_id for op in chunk})
         locked = postgres and len(appended) > 1
         locks += locked
-        statements += (1 if postgres else len(appended)) + (said > 0) + (len(appended) > 0)
+        claims, inserts = (1, said > 0) if postgres else (len(appended), said)
+        statements += claims + inserts + (len(appended) > 0)
     every = messages if per == "message" else 1
     return Shape(
         messages / every,
@@ -247,8 +249,8 @@ def _thread_parts(
     """The behaviours that run where the unit runs, on ``conn``. On SQLite (``begin``:
     how a unit begins) a unit watches for its caller giving up; on PostgreSQL (``lock``:
     the sessions a batch locks) the caller's timeout does that, and the unit does not."""
-    dialect, events, at = conn.dialect, conn.dispatch, utcnow()
-    ids, times = HexId().bind_processor(dialect), UTCDateTime()
+    dialect, at = conn.dialect, utcnow()
+    ids = HexId().bind_processor(dialect)
     assert ids is not None
 
     def plain() -> dict[str, Any]:  # the reference's row: the op's values as they are
@@ -278,17 +280,36 @@ def _thread_parts(
         CHECKS: _beside(_timed(lambda: message_row(message, at), count), _timed(plain, count)),
         OWN_TIME: _timed(lambda: at + timedelta(microseconds=7), count),
         IDS: _timed(lambda: ids(message.session_id), count),
-        TIMES: _timed(lambda: times.process_bind_param(at, dialect), count),
-        LISTENERS: _timed(
-            lambda: bool(events.before_cursor_execute) or bool(events.after_cursor_execute),
-            count,
-        ),
+        TIMES: _times(dialect, at, count),
+        LISTENERS: _timed(lambda: _told(conn), count),
     }
     if lock:
         parts[LOCK] = _beside(_timed(claimed(lock), few), _timed(claimed([]), few))
     else:
         parts[UNIT] = _unit(conn, begin, few)
     return parts
+
+
+def _told(conn: Connection) -> bool:
+    """``driver_sql``'s checks for a statement's listeners."""
+    events = _listeners(conn)
+    return events is not None and (
+        bool(events.before_cursor_execute) or bool(events.after_cursor_execute)
+    )
+
+
+def _times(dialect: Dialect, at: datetime, count: int) -> Callable[[], float]:
+    """A time's check and conversion to UTC: on SQLite, coach's bind of it over the
+    reference's (the same text, of a time it knows is UTC); on PostgreSQL, where both
+    hand the driver an aware time, ``UTCDateTime``'s conversion alone."""
+    if dialect.name != "sqlite":
+        return _timed(lambda: UTCDateTime().process_bind_param(at, dialect), count)
+    bind = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert bind is not None
+    naive = at.replace(tzinfo=None)
+    return _beside(
+        _timed(lambda: bind(at), count), _timed(lambda: naive.isoformat(" ", "microseconds"), count)
+    )
 
 
 def _transactions(count: int) -> int:

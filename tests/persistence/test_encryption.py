@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from coach.__main__ import main
 from coach.errors import ConfigError, CorruptBlob, PersonErased
 from coach.persistence import Repository, open_repository
-from coach.persistence.crypto import MasterKeys
+from coach.persistence.crypto import MasterKeys, Sealer, new_data_key
 from coach.persistence.keystore import default_keys_url
 from coach.state.zones import DeltaSpec
 from coach.store import AddMessage, AppendSteps, ClosePhase, SavePhaseOutput, WriteZone
@@ -348,3 +348,20 @@ def test_the_keys_commands_make_a_key_and_rotate_to_it(
     monkeypatch.delenv("COACH_PREVIOUS_MASTER_KEYS")  # the new key alone reads everything
     assert main(["sessions", "show", sid]) == 0
     assert MARKERS["challenge"] in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_a_sealed_value_opens_as_any_driver_returns_its_bytes(kind: type) -> None:
+    sealer = Sealer("0" * 32, new_data_key())
+    row = ("1" * 32, 7)
+    for value in ("words", b"\x00bytes", {"json": [1, 2]}):
+        blob = sealer.seal("agent_steps", "payload", row, value)
+        assert blob is not None
+        assert sealer.open("agent_steps", "payload", row, kind(blob)) == value
+
+
+@pytest.mark.parametrize("stored", ["words", b"words", b"", 7])
+def test_a_value_stored_unsealed_is_refused_not_read(stored: object) -> None:
+    sealer = Sealer("0" * 32, new_data_key())
+    with pytest.raises(CorruptBlob, match="agent_steps.payload of user 0+ is not sealed"):
+        sealer.open("agent_steps", "payload", ("1" * 32, 7), stored)

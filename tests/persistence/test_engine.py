@@ -6,20 +6,23 @@ import asyncio
 import logging
 import sqlite3
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy import bindparam, create_engine, event, select, text
+from hypothesis import example, given
+from hypothesis import strategies as st
+from sqlalchemy import DateTime, bindparam, create_engine, event, select, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from coach.errors import ConfigError, StorageError
 from coach.persistence import Repository, open_repository
 from coach.persistence.conversation import conversation_select
-from coach.persistence.driver import DriverQuery, insert_steps
+from coach.persistence.driver import DriverQuery, insert_messages, insert_steps
 from coach.persistence.engine import Database, driver_sql, is_transient
-from coach.persistence.schema import SESSIONS
+from coach.persistence.schema import SESSIONS, UTCDateTime
 from coach.persistence.sessions import session_select
 from coach.state import DeltaSpec
 from coach.store import AddMessage, SavePhaseOutput
@@ -287,3 +290,90 @@ async def test_a_sqlite_unit_its_caller_gave_up_on_never_commits_later(sqlite_ur
     finally:
         proceed.set()
         await database.dispose()
+
+
+async def test_a_message_insert_fails_and_shows_as_sqlalchemy_statements_do(
+    repo: Repository,
+) -> None:
+    # SQLite inserts a batch's messages one statement each, PostgreSQL in one: either
+    # way the listeners see them, a broken key is SQLAlchemy's IntegrityError, and the
+    # unit's earlier rows roll back with it.
+    user = await repo.get_or_create_user("orphan")
+    sid = (await repo.create_session(user.id)).id
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(str(args[2]).split()[0])
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        {
+            "session_id": session,
+            "phase_id": None,
+            "role": "user",
+            "content": b"\x01",
+            "interrupted": False,
+            "created_at": at + timedelta(microseconds=n),
+        }  # fmt: skip
+        for n, session in enumerate((sid, "0" * 32))
+    ]
+    event.listen(repo.database.sync_engine, "before_cursor_execute", record)
+    try:
+        with pytest.raises(StorageError) as caught:
+            await repo.database.run(
+                lambda conn: insert_messages(conn, rows), write=True, what="orphan message"
+            )
+    finally:
+        event.remove(repo.database.sync_engine, "before_cursor_execute", record)
+    assert isinstance(caught.value.__cause__, IntegrityError)
+    sqlite = repo.database.dialect == "sqlite"
+    assert [s for s in seen if s != "BEGIN"] == (["INSERT", "INSERT"] if sqlite else ["INSERT"])
+    assert await repo.get_session_conversation(sid) == []
+
+
+def test_listeners_added_at_any_time_see_the_driver_statements() -> None:
+    """``driver_sql`` looks for listeners only once one was added (SQLAlchemy's flag):
+    one added to a connection later, or to the engine while a connection is open."""
+    engine = create_engine("sqlite://")
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(str(args[2]))
+
+    with engine.connect() as conn:
+        driver_sql(conn, "SELECT 1")  # nobody listens yet
+        event.listen(conn, "before_cursor_execute", record)
+        driver_sql(conn, "SELECT 2")
+        with engine.connect() as other:
+            driver_sql(other, "SELECT 3")  # another connection: not this listener's
+            event.listen(engine, "after_cursor_execute", record)
+            driver_sql(other, "SELECT 4")
+    assert seen == ["SELECT 2", "SELECT 4"]
+
+
+_SQLITE = create_engine("sqlite://").dialect
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.timezones()
+    )
+)
+@example(datetime(2026, 3, 1, 2, 3, 4, tzinfo=UTC))  # no microseconds: still six digits
+@example(datetime(5, 1, 2, 3, 4, 5, 6, tzinfo=UTC))  # a year of one digit: four
+def test_a_time_is_stored_on_sqlite_as_sqlalchemy_stores_it(at: datetime) -> None:
+    """The time's bind is coach's own on SQLite: the text must be SQLAlchemy's, or a
+    query comparing times would miss rows that a Core statement wrote."""
+    ours = UTCDateTime().dialect_impl(_SQLITE).bind_processor(_SQLITE)
+    theirs = DateTime().dialect_impl(_SQLITE).bind_processor(_SQLITE)
+    assert ours is not None and theirs is not None
+    assert ours(at) == theirs(at.astimezone(UTC).replace(tzinfo=None))
+
+
+def test_a_naive_time_is_refused_on_every_dialect() -> None:
+    for dialect in (_SQLITE, create_engine("postgresql+asyncpg://x@localhost/x").dialect):
+        bind = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+        assert bind is not None
+        with pytest.raises(ValueError, match="naive datetimes are not stored"):
+            bind(datetime(2026, 1, 1))
+        assert bind(None) is None

@@ -134,7 +134,7 @@ class Sealer:
         """
         if blob is None:
             return None
-        data = bytes(blob) if isinstance(blob, bytes | bytearray | memoryview) else b""
+        data = blob if type(blob) is bytes else _bytes(blob)
         if data[:1] != _FORMAT:
             raise CorruptBlob(f"{table}.{column} of user {self.owner_id} is not sealed")
         try:
@@ -171,6 +171,11 @@ class Sealer:
     def open_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a row read) with its personal columns opened."""
         return _each(table, values, self.open)
+
+
+def _bytes(blob: object) -> bytes:
+    """A driver's binary value as bytes; anything else as no bytes at all."""
+    return bytes(blob) if isinstance(blob, bytearray | memoryview) else b""
 
 
 def _each(

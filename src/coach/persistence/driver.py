@@ -25,7 +25,7 @@ from typing import Any, Final
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection, Dialect
 
-from .engine import driver_sql
+from .engine import driver_rowids, driver_sql
 from .schema import AGENT_STEPS, CONVERSATIONS, SESSIONS
 from .sql import AnySelect
 
@@ -164,15 +164,24 @@ def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Insert (sealed) conversation rows, 500 to a statement; return their ids in order.
+    """Insert (sealed) conversation rows; return their ids in order.
 
-    The database may return the new rows in any order: each comes back with its time,
-    which names it (a batch stamps its messages a microsecond apart).
+    On PostgreSQL 500 to a statement: the database may return the new rows in any
+    order, and each comes back with its time, which names it (a batch stamps its
+    messages a microsecond apart). On SQLite one statement per row, each id its
+    cursor's ``lastrowid`` (:func:`~.engine.driver_rowids`).
     """
     ids: list[int] = []
     for chunk in range(0, len(rows), _ROWS_PER_INSERT):
         ids += _insert_messages(conn, rows[chunk : chunk + _ROWS_PER_INSERT])
     return ids
+
+
+_MESSAGE_ROW: Final = (
+    f"INSERT INTO session_conversations ({', '.join(_MESSAGE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))})"
+)
+"""SQLite's insert of one conversation row (its id is the cursor's ``lastrowid``)."""
 
 
 @functools.lru_cache(maxsize=128)
@@ -195,6 +204,8 @@ def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> lis
     at = {values[-1]: index for index, values in enumerate(bound)}  # its time names a row
     if len(at) != len(rows):
         raise ValueError("messages of one insert must have distinct times")
+    if conn.dialect.paramstyle == "qmark":
+        return driver_rowids(conn, _MESSAGE_ROW, bound)
     params = tuple(value for values in bound for value in values)
     ids = [0] * len(rows)
     _, returned = driver_sql(conn, _messages_sql(conn.dialect.paramstyle, len(rows)), params)
