@@ -58,7 +58,7 @@ from coach.conversation.recorder import Recorder
 from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
 from coach.persistence.conversation import WindowMessage, fetch_window, message_row
-from coach.persistence.driver import claim_steps
+from coach.persistence.driver import _FEW_ROWS, claim_steps
 from coach.persistence.engine import _Caller, _listeners, _transact, driver_sql
 from coach.persistence.owners import Owners
 from coach.persistence.phases import output_record
@@ -81,8 +81,8 @@ OWN_TIME = "each message its own time, a microsecond apart (`Plan._add`)"
 IDS = "an id bound as an id: a value that is no id matches nothing (`HexId`)"
 TIMES = "a time refused unless aware, stored in UTC (`UTCDateTime`)"
 LISTENERS = (
-    "a statement's listeners told (`driver_sql`'s two checks for them; its translation "
-    "of driver errors is not counted)"
+    "a statement's listeners told (`driver_sql`'s checks for them: SQLAlchemy's flag, "
+    "then its two events; its translation of driver errors is not counted)"
 )
 UNIT = (
     "a unit its caller gave up on rolls back, never commits later (`Database.run`'s "
@@ -172,10 +172,10 @@ class Shape:
 
 def shape(ops: Sequence[Any], batch: int, *, postgres: bool, per: str = "message") -> Shape:
     """What ``write_batch`` does for ``ops`` cut into batches of ``batch``, per message
-    (``per="message"``) or in all (``per="all"``): SQLite claims each session's steps and
-    inserts each message in a statement of its own, PostgreSQL all of a batch's claims in
-    one (which locks them first, when there are several) and its messages in one; then
-    one insert of the steps."""
+    (``per="message"``) or in all (``per="all"``): SQLite claims each session's steps in
+    a statement of its own, PostgreSQL all of a batch's in one (which locks them first,
+    when there are several); then the messages in one insert (on SQLite, a turn's few in
+    one each), and one insert of the steps."""
     messages = steps = sessions = statements = locks = 0
     batches = range(0, len(ops), batch)
     for first in batches:
@@ -187,8 +187,9 @@ def shape(ops: Sequence[Any], batch: int, *, postgres: bool, per: str = "message
         sessions += len({op.session_id for op in chunk})
         locked = postgres and len(appended) > 1
         locks += locked
-        claims, inserts = (1, said > 0) if postgres else (len(appended), said)
-        statements += claims + inserts + (len(appended) > 0)
+        few = not postgres and said <= _FEW_ROWS  # SQLite: an INSERT per message
+        claims = 1 if postgres else len(appended)
+        statements += claims + (said if few else said > 0) + (len(appended) > 0)
     every = messages if per == "message" else 1
     return Shape(
         messages / every,
@@ -326,7 +327,7 @@ def _bare(conn: Connection, begin: str | None) -> None:
 
 
 def _unit(conn: Connection, begin: str | None, few: int) -> Callable[[], float]:
-    """The unit's guard against an abandoned caller: ``_transact`` with its event, over a
+    """The unit's guard against an abandoned caller: ``_transact`` with its flag, over a
     bare transaction, ``few`` of each."""
 
     def watched() -> None:  # a new flag per unit, as `Database.run` makes one

@@ -32,11 +32,11 @@ async def test_units_that_follow_each_other_run_on_one_thread() -> None:
     assert names == {"w-0"}
 
 
-def test_up_to_size_units_run_at_once_and_the_rest_wait_in_order() -> None:
+def test_up_to_size_units_run_at_once_and_the_rest_wait() -> None:
     workers = Workers(2, "w")
     running = threading.Barrier(3, timeout=HANG_GUARD)  # two units and this test
     release = threading.Event()
-    order: list[int] = []
+    ran: list[int] = []
 
     def held() -> str:
         running.wait()
@@ -46,10 +46,27 @@ def test_up_to_size_units_run_at_once_and_the_rest_wait_in_order() -> None:
     try:
         first, second = workers.submit(held), workers.submit(held)
         running.wait()  # both run at once: a pool of one would never get here
-        later = [workers.submit(order.append, n) for n in range(5)]
+        later = [workers.submit(ran.append, n) for n in range(5)]
         assert not any(future.done() for future in later)  # both threads are busy
         release.set()
         assert {first.result(HANG_GUARD), second.result(HANG_GUARD)} == {"w-0", "w-1"}
+        for future in later:
+            future.result(HANG_GUARD)
+        assert sorted(ran) == [0, 1, 2, 3, 4]
+    finally:
+        release.set()
+        workers.shutdown()
+
+
+def test_units_waiting_for_the_one_thread_run_in_order() -> None:
+    workers = Workers(1, "w")
+    release = threading.Event()
+    order: list[int] = []
+    try:
+        busy = workers.submit(release.wait, HANG_GUARD)
+        later = [workers.submit(order.append, n) for n in range(5)]
+        release.set()
+        assert busy.result(HANG_GUARD) is True
         for future in later:
             future.result(HANG_GUARD)
         assert order == [0, 1, 2, 3, 4]
@@ -61,12 +78,14 @@ def test_up_to_size_units_run_at_once_and_the_rest_wait_in_order() -> None:
 def test_a_unit_s_exception_reaches_its_caller_and_the_thread_goes_on() -> None:
     workers = Workers(1, "w")
 
-    def fails() -> None:
-        raise KeyError("no such row")
+    def fails(error: BaseException) -> None:
+        raise error
 
     try:
         with pytest.raises(KeyError, match="no such row"):
-            workers.submit(fails).result(HANG_GUARD)
+            workers.submit(fails, KeyError("no such row")).result(HANG_GUARD)
+        with pytest.raises(SystemExit):  # not only Exception: the caller's to handle
+            workers.submit(fails, SystemExit(3)).result(HANG_GUARD)
         assert workers.submit(_thread_name).result(HANG_GUARD) == "w-0"
     finally:
         workers.shutdown()
@@ -106,8 +125,8 @@ def test_shutdown_ends_every_thread_after_the_units_it_was_given() -> None:
     started.wait()
     second = workers.submit(_thread_name).result(HANG_GUARD)  # a second thread, now idle
     assert second == "w-1"
-    threads = [t for t in threading.enumerate() if t.name in ("w-0", "w-1")]
-    assert len(threads) == 2
+    threads = list(workers._threads)
+    assert [thread.name for thread in threads] == ["w-0", "w-1"]
     workers.shutdown(wait=False)
     with pytest.raises(RuntimeError, match="closed"):
         workers.submit(_thread_name)
@@ -128,6 +147,41 @@ def test_shutdown_can_cancel_the_units_still_waiting() -> None:
     release.set()
     workers.shutdown()
     assert busy.result(0) is True
+
+
+def test_a_pool_no_one_holds_ends_its_threads() -> None:
+    workers = Workers(1, "w")
+    assert workers.submit(_thread_name).result(HANG_GUARD) == "w-0"
+    (thread,) = workers._threads
+    del workers  # never shut down: collected, its idle thread is told to end
+    thread.join(HANG_GUARD)
+    assert not thread.is_alive()
+
+
+class _FailingOnce(threading.Thread):
+    """A thread whose first start fails, as when the process has no threads left."""
+
+    failed = False
+
+    def start(self) -> None:
+        if not _FailingOnce.failed:
+            _FailingOnce.failed = True
+            raise RuntimeError("can't start new thread")
+        super().start()
+
+
+def test_a_thread_that_fails_to_start_leaves_the_pool_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_FailingOnce, "failed", False)
+    monkeypatch.setattr(threading, "Thread", _FailingOnce)  # what the pool starts next
+    workers = Workers(1, "w")
+    try:
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            workers.submit(_thread_name)
+        assert workers.submit(_thread_name).result(HANG_GUARD) == "w-0"
+    finally:
+        workers.shutdown()
 
 
 def test_a_pool_needs_a_thread() -> None:

@@ -175,7 +175,7 @@ class Sealer:
 
 def _bytes(blob: object) -> bytes:
     """A driver's binary value as bytes; anything else as no bytes at all."""
-    return bytes(blob) if isinstance(blob, bytearray | memoryview) else b""
+    return bytes(blob) if isinstance(blob, bytes | bytearray | memoryview) else b""
 
 
 def _each(

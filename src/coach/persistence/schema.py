@@ -116,7 +116,11 @@ class HexId(TypeDecorator[str]):
         return None if value is None else str(value).replace("-", "")
 
 
-_NAIVE: Final = "naive datetimes are not stored; use an aware UTC datetime"
+def _in_utc(value: datetime) -> datetime:
+    """An aware time in UTC; a naive one is refused."""
+    if value.tzinfo is None:
+        raise ValueError("naive datetimes are not stored; use an aware UTC datetime")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -132,9 +136,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError(_NAIVE)
-        value = value.astimezone(UTC)
+        value = _in_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
@@ -146,11 +148,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         def process(value: datetime | None) -> str | None:
             if value is None:
                 return None
-            if value.tzinfo is None:
-                raise ValueError(_NAIVE)
-            if value.tzinfo is not UTC:
-                value = value.astimezone(UTC)
-            return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+            return _in_utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
 
         return process
 

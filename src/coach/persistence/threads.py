@@ -7,18 +7,20 @@ to the thread that has waited longest, and starts a second thread as soon as the
 asks for the next unit before the last one's thread has marked itself idle (it marks
 itself after the caller is woken) — so units that follow each other, a conversation's
 writes or a resume after a write, alternate between two threads. Waking the colder
-thread costs some 20 µs of CPU per unit here, a tenth of a turn's whole write; this
-pool marks a thread idle before its caller is woken, and wakes the warmest one.
+thread cost 25–30 µs of CPU per unit here, a tenth of a turn's whole write; this pool
+marks a thread idle before its caller is woken, and wakes the warmest one.
 
 Up to ``size`` units run at once (reads beside a writer waiting for SQLite's lock);
-more wait in order. Threads start when first needed and are daemons: a unit cut short
-by the interpreter's exit leaves SQLite's file as a crash does — every committed
-transaction kept, the unit's own rolled back (its caller, gone, reported it unsaved).
+more wait in order. Threads start when first needed and end when the pool is shut down
+or collected. They are daemons: the interpreter's exit does not wait for a unit stuck on
+a lock, and one cut short leaves SQLite's file as a crash does — every committed
+transaction kept, the unit's own rolled back.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -29,6 +31,33 @@ __all__ = ["Workers"]
 
 T = TypeVar("T")
 _Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+_Inbox = SimpleQueue[_Work | None]
+
+
+class _Shared:
+    """What the pool and its threads share; the threads hold this, not the pool, so an
+    unreferenced pool is collected and its threads told to end."""
+
+    __slots__ = ("closed", "idle", "lock", "waiting")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[_Inbox] = []
+        """The idle threads' inboxes; the last one went idle last."""
+        self.waiting: deque[_Work] = deque()
+        self.closed = False
+
+    def close(self, *, cancel: bool = False) -> None:
+        """Take no more units; end the idle threads now, the busy ones once the units
+        waiting are run (``cancel``: cancelled instead)."""
+        with self.lock:
+            self.closed = True
+            if cancel:
+                while self.waiting:
+                    self.waiting.popleft()[0].cancel()
+            idle, self.idle = self.idle, []
+        for inbox in idle:
+            inbox.put(None)
 
 
 class Workers(Executor):
@@ -38,81 +67,73 @@ class Workers(Executor):
         if size < 1:
             raise ValueError("a pool needs at least one thread")
         self._size, self._name = size, name
-        self._lock = threading.Lock()
-        self._idle: list[SimpleQueue[_Work | None]] = []
-        """The idle threads' inboxes; the last one went idle last."""
-        self._waiting: deque[_Work] = deque()
+        self._shared = _Shared()
         self._threads: list[threading.Thread] = []
-        self._closed = False
+        weakref.finalize(self, self._shared.close)
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Run ``fn(*args, **kwargs)`` on a worker thread; its future."""
         future: Future[T] = Future()
         work: _Work = (future, fn, args, kwargs)
-        with self._lock:
-            if self._closed:
+        shared = self._shared
+        with shared.lock:
+            if shared.closed:
                 raise RuntimeError("cannot run a unit on a closed pool")
-            if self._idle:
-                self._idle.pop().put(work)
+            if shared.idle:
+                shared.idle.pop().put(work)
             elif len(self._threads) < self._size:
-                inbox: SimpleQueue[_Work | None] = SimpleQueue()
+                inbox: _Inbox = SimpleQueue()
                 inbox.put(work)
                 thread = threading.Thread(
-                    target=self._work,
-                    args=(inbox,),
+                    target=_work,
+                    args=(shared, inbox),
                     name=f"{self._name}-{len(self._threads)}",
                     daemon=True,
                 )
+                thread.start()  # counted once it runs: a failed start leaves no gap
                 self._threads.append(thread)
-                thread.start()
             else:
-                self._waiting.append(work)
+                shared.waiting.append(work)
         return future
-
-    def _work(self, inbox: SimpleQueue[_Work | None]) -> None:
-        work = inbox.get()
-        while work is not None:
-            future, fn, args, kwargs = work
-            work = None
-            if not future.set_running_or_notify_cancel():
-                outcome: tuple[bool, Any] | None = None
-            else:
-                try:
-                    outcome = (True, fn(*args, **kwargs))
-                except BaseException as exc:  # the caller's to handle, as an executor's
-                    outcome = (False, exc)
-            del fn, args, kwargs
-            closed = False
-            with self._lock:  # idle before the caller wakes: its next unit comes here
-                if self._waiting:
-                    work = self._waiting.popleft()
-                elif self._closed:
-                    closed = True
-                else:
-                    self._idle.append(inbox)
-            if outcome is not None:
-                ok, value = outcome
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
-            del future, outcome
-            if work is None and not closed:
-                work = inbox.get()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking units; each thread ends once the units given to it have run
         (``cancel_futures``: the waiting ones are cancelled instead)."""
-        with self._lock:
-            self._closed = True
-            if cancel_futures:
-                while self._waiting:
-                    self._waiting.popleft()[0].cancel()
-            idle, self._idle = self._idle, []
-            threads = list(self._threads)
-        for inbox in idle:
-            inbox.put(None)
+        self._shared.close(cancel=cancel_futures)
         if wait:
-            for thread in threads:
+            for thread in list(self._threads):
                 if thread is not threading.current_thread():
                     thread.join()
+
+
+def _work(shared: _Shared, inbox: _Inbox) -> None:
+    """A worker thread: run what its inbox gets, then the units waiting, until closed."""
+    work = inbox.get()
+    while work is not None:
+        future, fn, args, kwargs = work
+        work = None
+        run = future.set_running_or_notify_cancel()
+        result: Any = None
+        error: BaseException | None = None
+        if run:
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # the caller's to handle, as an executor's
+                error = exc
+        del fn, args, kwargs
+        closed = False
+        with shared.lock:  # idle before the caller wakes: its next unit comes here
+            if shared.waiting:
+                work = shared.waiting.popleft()
+            elif shared.closed:
+                closed = True
+            else:
+                shared.idle.append(inbox)
+        if run:
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+        del future, result, error
+        if work is None and not closed:
+            work = inbox.get()
