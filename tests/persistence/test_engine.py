@@ -296,7 +296,7 @@ async def test_a_sqlite_unit_its_caller_gave_up_on_never_commits_later(sqlite_ur
 async def test_a_message_insert_fails_and_shows_as_sqlalchemy_statements_do(
     repo: Repository,
 ) -> None:
-    # SQLite inserts a batch's messages one statement each, PostgreSQL in one: either
+    # SQLite inserts a turn's few messages one statement each, PostgreSQL in one: either
     # way the listeners see them, a broken key is SQLAlchemy's IntegrityError, and the
     # unit's earlier rows roll back with it.
     user = await repo.get_or_create_user("orphan")

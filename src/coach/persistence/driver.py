@@ -205,11 +205,11 @@ def _messages_sql(paramstyle: str, count: int) -> str:
 def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
     binds = _binds(conn.dialect, CONVERSATIONS, _MESSAGE_COLUMNS)
     bound = [_bound(binds, _message_values(row)) for row in rows]
-    if len({values[-1] for values in bound}) != len(rows):  # its time names a row
+    at = {values[-1]: index for index, values in enumerate(bound)}  # its time names a row
+    if len(at) != len(rows):
         raise ValueError("messages of one insert must have distinct times")
     if conn.dialect.paramstyle == "qmark" and len(rows) <= _FEW_ROWS:
         return driver_rowids(conn, _MESSAGE_ROW, bound)
-    at = {values[-1]: index for index, values in enumerate(bound)}
     params = tuple(value for values in bound for value in values)
     ids = [0] * len(rows)
     _, returned = driver_sql(conn, _messages_sql(conn.dialect.paramstyle, len(rows)), params)
