@@ -137,7 +137,8 @@ async def stored_bytes(repo: Repository, database_url: str, since: tuple[str, in
     """Every byte the database keeps for ``database_url``: a SQLite file with its WAL, an
     in-memory database's image, or — read raw by the PostgreSQL server as the superuser
     the tests connect as — every table, index and TOAST relation after a checkpoint and
-    the WAL written from ``since`` (:func:`wal_kept`) on, and nothing before it."""
+    the WAL written from ``since`` (:func:`wal_kept`) on, and nothing before it, with its
+    pages' headers dropped so that a value split over two pages reads whole."""
     if is_memory(database_url):
         return sqlite_bytes(database_url)
     if repo.database.dialect != "postgresql":
@@ -158,23 +159,42 @@ async def stored_bytes(repo: Repository, database_url: str, since: tuple[str, in
                 "AND pg_relation_filepath(c.oid) IS NOT NULL"
             )
         )
-        parts = [(path, 0, None) for path in relations.scalars()]
+        paths = list(relations.scalars())
         segments = await conn.execute(
             text("SELECT name, size FROM pg_ls_waldir() WHERE name BETWEEN :a AND :b"),
             {"a": since[0], "b": end},
         )
         listed = sorted(segments.all())
         assert listed[0][0] == since[0], "the WAL since the start is kept (wal_kept)"
+        whole = text("SELECT pg_read_binary_file(CAST(:p AS text))")
+        chunks = [bytes(await conn.scalar(whole, {"p": path}) or b"") for path in paths]
+        wal = []
         for name, size in listed:
             first = since[1] if name == since[0] else 0
             last = end_offset if name == end else size
-            parts.append((f"pg_wal/{name}", first, last - first))
-        assert any(path.startswith("pg_wal/") and n for path, _, n in parts)
-        chunks = []
-        for path, offset, length in parts:
-            if length is None:
-                whole = text("SELECT pg_read_binary_file(CAST(:p AS text))")
-                chunks.append(bytes(await conn.scalar(whole, {"p": path}) or b""))
-            else:
-                chunks.append(bytes(await conn.scalar(read, {"p": path, "o": offset, "n": length})))
-        return b"".join(chunks)
+            start = first - first % _WAL_PAGE  # whole pages: their headers are dropped
+            path = f"pg_wal/{name}"
+            pages = bytes(await conn.scalar(read, {"p": path, "o": start, "n": last - start}))
+            wal.append(_wal_records(pages)[max(0, first - start - _wal_header(pages)) :])
+        assert any(wal), "the WAL since the start is read"
+        return b"".join(chunks) + b"".join(wal)
+
+
+_WAL_PAGE = 8192
+"""PostgreSQL's WAL page (``XLOG_BLCKSZ``)."""
+
+
+def _wal_header(page: bytes) -> int:
+    """The length of a WAL page's header: long (40 bytes) on a segment's first page, where
+    ``xlp_info`` has ``XLP_LONG_HEADER``, short (24) elsewhere."""
+    return 40 if int.from_bytes(page[2:4], "little") & 0x0002 else 24
+
+
+def _wal_records(pages: bytes) -> bytes:
+    """WAL pages read from a page's start, each page's header dropped: a record that goes
+    on over a page's end reads on unbroken, as the server reads it back, so a word
+    written across the boundary is found."""
+    return b"".join(
+        page[_wal_header(page) :]
+        for page in (pages[at : at + _WAL_PAGE] for at in range(0, len(pages), _WAL_PAGE))
+    )
