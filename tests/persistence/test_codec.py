@@ -51,6 +51,9 @@ def test_signature_is_hmac_sha256_of_the_bound_parts_for_any_secret_length(lengt
     assert codec.sign("s1", 7, b"payload").signature == hmac.digest(secret, plain, "sha256")[:16]
     with_text = codec.sign("s1", 7, b"payload", text="hé").signature
     assert with_text == hmac.digest(secret, said, "sha256")[:16]
+    sign = codec.signer("s1")  # the write path's: the session's part made once
+    assert sign(7, b"payload", None) == hmac.digest(secret, plain, "sha256")[:16]
+    assert sign(7, b"payload", "hé") == with_text
     version_1 = plain.replace(_part(b"2"), _part(b"1"))
     assert codec.sign("s1", 7, b"payload", version=1).signature == hmac.digest(
         secret, version_1, "sha256"

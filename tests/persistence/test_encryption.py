@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from livekit.agents import llm
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -199,6 +201,28 @@ async def test_a_copy_taken_before_an_erase_cannot_be_read_for_that_person(
         assert [s.id for s in await copy.list_sessions()] == [bob_session]
     finally:
         await copy.aclose()
+
+
+def test_a_sealed_field_keeps_the_format_earlier_releases_wrote() -> None:
+    # Stored values must keep opening across releases: 0x01, a 12-byte nonce, then
+    # AES-256-GCM of the kind and the value, its associated data the table and column,
+    # then each naming value after a 0x1f — a time as microseconds since the epoch.
+    key = new_data_key()
+    sealer, aead = Sealer("0" * 32, key), AESGCM(key)
+    at = datetime(2030, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+    row = {"session_id": "s1", "created_at": at, "role": "user", "content": "hé"}
+    sealed = sealer.seal_row("session_conversations", row)["content"]
+    micros = int((at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 10**6 + 6
+    named = f"session_conversations.content\x1fs1\x1f{micros}\x1fuser".encode()
+    assert sealed[:1] == b"\x01"
+    assert aead.decrypt(sealed[1:13], sealed[13:], named) == "shé".encode()
+    step = sealer.seal("agent_steps", "payload", ("s1", 7), b"\x80pickle")
+    assert step is not None
+    assert aead.decrypt(step[1:13], step[13:], b"agent_steps.payload\x1fs1\x1f7") == b"b\x80pickle"
+    data = sealer.seal_row("session_state", {"session_id": "s1", "data": {"a": 1}, "view": None})
+    assert data["view"] is None and "template" not in data
+    opened = aead.decrypt(data["data"][1:13], data["data"][13:], b"session_state.data\x1fs1")
+    assert opened == b'j{"a":1}'
 
 
 async def test_a_value_moved_to_another_row_fails_to_open(repo: Repository) -> None:

@@ -126,6 +126,8 @@ class StepCodec:
             raise ValueError("the memory secret must be at least 16 bytes long")
         self._hmac = _hmac_sha256(secret)
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
+        self._models: dict[type, bool] = {}
+        """Whether a class is an allowed pydantic model, looked up once per class."""
         self._unpickler = type(
             "_CodecUnpickler", (_AllowListUnpickler,), {"allowed": self._allowed}
         )
@@ -138,7 +140,11 @@ class StepCodec:
         Raises whatever :func:`pickle.dumps` raises for an object it cannot pickle.
         """
         cls = type(step)
-        if (cls.__module__, cls.__name__) in self._allowed and hasattr(cls, "model_fields"):
+        model = self._models.get(cls)
+        if model is None:
+            model = (cls.__module__, cls.__name__) in self._allowed
+            self._models[cls] = model = model and hasattr(cls, "model_fields")
+        if model:
             fields, fields_set, private = _state(step)
             kind = _MODEL
             if elide_text:
@@ -174,6 +180,13 @@ class StepCodec:
         """Return the HMAC-SHA256 of a payload bound to its session, position and codec
         (and to the text it left out, if any)."""
         return self._mac(_bound(codec, version, session_id), seq, payload, version, text)
+
+    def signer(self, session_id: str) -> Callable[[int, bytes, str | None], bytes]:
+        """:meth:`signature` of the current codec version for the steps of one session,
+        as ``sign(seq, payload, text)``: what binds the session is made once."""
+        bound = _bound(CODEC_NAME, CODEC_VERSION, session_id)
+        mac = self._mac
+        return lambda seq, payload, text: mac(bound, seq, payload, CODEC_VERSION, text)
 
     def _mac(self, bound: bytes, seq: int, payload: bytes, version: int, text: str | None) -> bytes:
         # The message is the length-prefixed parts — the domain, the text left out (if

@@ -93,15 +93,20 @@ def new_data_key() -> bytes:
 
 def associated(table: str, column: str, row: Iterable[object]) -> bytes:
     """The associated data of ``table.column`` in the row named by ``row``'s values."""
-    parts = [table + "." + column]
+    return (table + "." + column + _named(row)).encode()
+
+
+def _named(row: Iterable[object]) -> str:
+    """A row's naming values as associated data: each after a ``\x1f``."""
+    text = ""
     for value in row:
         if type(value) is str:
-            parts.append(value)
+            text += "\x1f" + value
         elif isinstance(value, datetime):  # aware: any zone, the same instant
-            parts.append(str((value - _EPOCH) // _MICROSECOND))
+            text += "\x1f" + str((value - _EPOCH) // _MICROSECOND)
         else:
-            parts.append(str(value))
-    return "\x1f".join(parts).encode()
+            text += "\x1f" + str(value)
+    return text
 
 
 class Sealer:
@@ -115,15 +120,16 @@ class Sealer:
 
     def seal(self, table: str, column: str, row: Iterable[object], value: Any) -> bytes | None:
         """``value`` (text, a JSON value or bytes) sealed for ``table.column`` of ``row``."""
-        if value is None:
-            return None
+        return None if value is None else self._sealed(value, associated(table, column, row))
+
+    def _sealed(self, value: Any, associated_data: bytes) -> bytes:
         if isinstance(value, str):
             plain = _TEXT + value.encode("utf-8", "surrogatepass")
         elif isinstance(value, bytes | bytearray | memoryview):
             plain = _BYTES + bytes(value)
         else:
             plain = _JSON + json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-        return _FORMAT + self._encrypt(plain, associated(table, column, row))
+        return _FORMAT + self._encrypt(plain, associated_data)
 
     def open(self, table: str, column: str, row: Iterable[object], blob: object) -> Any:
         """The value :meth:`seal` sealed, for the same ``table.column`` and row.
@@ -166,7 +172,13 @@ class Sealer:
     def seal_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a row to insert) with its personal columns sealed; the row's
         naming columns must be among ``values``."""
-        return _each(table, values, self.seal)
+        spec, out = SEALED[table], dict(values)
+        named = _named([values[name] for name in spec.row])
+        for column in spec.columns:
+            value = out.get(column)
+            if value is not None:
+                out[column] = self._sealed(value, (table + "." + column + named).encode())
+        return out
 
     def open_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a row read) with its personal columns opened."""

@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from ..errors import CorruptBlob, InvalidWrite
-from .codec import StepCodec
+from .codec import CODEC_NAME, CODEC_VERSION, StepCodec
 from .conversation import open_content
 from .crypto import Sealer
 from .driver import DriverQuery, utc
@@ -82,21 +82,21 @@ def encode_rows(
         InvalidWrite: A step cannot be pickled (nothing is written).
     """
     rows = []
+    sign, dumps = codec.signer(session_id), codec.dumps
     for index, step in enumerate(steps):
         seq = start + index
         text = shared[index] if index < len(shared) else None
         try:
-            payload = codec.dumps(step, elide_text=text is not None)
+            payload = dumps(step, elide_text=text is not None)
         except Exception as exc:  # pickle raises PicklingError, TypeError, AttributeError
             raise InvalidWrite(f"memory step {seq} cannot be pickled: {exc}") from exc
-        encoded = codec.sign(session_id, seq, payload, text=text)
         rows.append(
             {
                 "session_id": session_id,
                 "seq": seq,
-                "codec": encoded.codec,
-                "version": encoded.version,
-                "signature": encoded.signature,
+                "codec": CODEC_NAME,
+                "version": CODEC_VERSION,
+                "signature": sign(seq, payload, text),
                 "payload": payload,
                 "message_id": None,
             }
