@@ -172,6 +172,43 @@ async def test_transient_failures_are_retried(sqlite_url: str) -> None:
         await database.dispose()
 
 
+async def test_sqlite_units_keep_their_connection_and_a_failed_unit_gives_it_back(
+    sqlite_url: str,
+) -> None:
+    # Checking a connection out of the pool and in again cost more than a turn's
+    # statements: units in a row keep theirs. A unit that fails gives it back (the pool
+    # resets it), and closing the database closes what units kept.
+    database = Database(sqlite_url)
+    checkouts: list[Any] = []
+    event.listen(database.sync_engine, "checkout", lambda dbapi, *_: checkouts.append(dbapi))
+
+    def read(conn: Connection) -> int:
+        return int(conn.execute(text("SELECT 7")).scalar_one())
+
+    def fail(conn: Connection) -> None:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS probe (n INTEGER)"))
+        conn.execute(text("INSERT INTO probe VALUES (1)"))
+        raise ConfigError("the unit's own error")
+
+    try:
+        for _ in range(50):
+            assert await database.run(read, write=True, what="read") == 7
+        assert len(checkouts) == 1
+        with pytest.raises(ConfigError):
+            await database.run(fail, write=True, what="fail")
+        assert await database.run(read, write=False, what="read") == 7
+        assert len(checkouts) == 2  # the failed unit's went back; the next took one again
+        probe = "SELECT count(*) FROM sqlite_master WHERE name = 'probe'"
+        assert (
+            await database.run(lambda c: c.execute(text(probe)).scalar(), write=False, what="r")
+            == 0
+        )
+    finally:
+        await database.dispose()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        checkouts[-1].execute("SELECT 1")
+
+
 async def test_unreachable_database_is_a_storage_error(memory_secret: bytes) -> None:
     url = "postgresql+asyncpg://postgres@127.0.0.1:1/none"
     repo = await open_repository(url, **keys_of(url), secret=memory_secret)
