@@ -17,9 +17,10 @@
   ``Connection`` in one transaction. On PostgreSQL they run on the event loop through
   asyncpg (``run_sync``); on SQLite, whose driver is a blocking library, each runs whole
   in a worker thread of the database's own pool over the sqlite3 driver — one thread
-  hand-off per transaction, not several per statement. Either way transient failures
-  are retried a bounded number of times and every driver error is wrapped in
-  :class:`~coach.errors.StorageError`, saying whether it may pass by itself.
+  hand-off per transaction, not several per statement —, on a connection kept open from
+  one unit to the next (a unit that fails gives its back to the pool). Either way
+  transient failures are retried a bounded number of times and every driver error is
+  wrapped in :class:`~coach.errors.StorageError`, saying whether it may pass by itself.
 * :func:`create_engine` gives an async engine for tooling that wants one (tests);
   migrations and checks run through a :class:`Database` of their own
   (:func:`~.migrate.tooling_database`).
