@@ -146,7 +146,7 @@ async def test_the_wal_scanned_is_all_of_it_though_checkpoints_recycle_segments(
     # scan's own, another test's, the server's) recycles the segments before it: they
     # were skipped unread, so a word written there went unseen, or vanished mid-read.
     # And a WAL page begins with a header, which splits a value written over a page's
-    # end: the first words are longer than a page, so they always are split.
+    # end: the first words (23 KB) are longer than two pages, so they always are split.
     first = " ".join(f"written in the first segment, word {n}" for n in range(600))
     assert len(first) > 2 * 8192
     repo = await open_repo(postgres_url)

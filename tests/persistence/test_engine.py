@@ -176,8 +176,9 @@ async def test_sqlite_units_keep_their_connection_and_a_failed_unit_gives_it_bac
     sqlite_url: str,
 ) -> None:
     # Checking a connection out of the pool and in again cost more than a turn's
-    # statements: units in a row keep theirs. A unit that fails gives it back (the pool
-    # resets it), and closing the database closes what units kept.
+    # statements: units in a row keep theirs. A unit that fails rolls back and gives it
+    # back to the pool; one of a pool replaced since (a lost connection disposes the
+    # engine's) is closed, not used; closing the database closes what units kept.
     database = Database(sqlite_url)
     checkouts: list[Any] = []
     event.listen(database.sync_engine, "checkout", lambda dbapi, *_: checkouts.append(dbapi))
@@ -203,10 +204,17 @@ async def test_sqlite_units_keep_their_connection_and_a_failed_unit_gives_it_bac
             await database.run(lambda c: c.execute(text(probe)).scalar(), write=False, what="r")
             == 0
         )
+        database.sync_engine.dispose()  # as a lost connection does
+        assert await database.run(read, write=False, what="read") == 7
+        assert len(checkouts) == 3
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            checkouts[1].execute("SELECT 1")
     finally:
         await database.dispose()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         checkouts[-1].execute("SELECT 1")
+    with pytest.raises(StorageError, match="the database is closed"):
+        await database.run(read, write=False, what="read")
 
 
 async def test_unreachable_database_is_a_storage_error(memory_secret: bytes) -> None:

@@ -127,7 +127,7 @@ class StepCodec:
         self._hmac = _hmac_sha256(secret)
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
         self._models: dict[type, bool] = {}
-        """Whether a class is an allowed pydantic model, looked up once per class."""
+        """Whether an allowed class is a pydantic model, looked up once per class."""
         self._unpickler = type(
             "_CodecUnpickler", (_AllowListUnpickler,), {"allowed": self._allowed}
         )
@@ -143,7 +143,8 @@ class StepCodec:
         model = self._models.get(cls)
         if model is None:
             model = (cls.__module__, cls.__name__) in self._allowed
-            self._models[cls] = model = model and hasattr(cls, "model_fields")
+            if model:  # the cache holds allowed classes only: as many as the allow-list
+                self._models[cls] = model = hasattr(cls, "model_fields")
         if model:
             fields, fields_set, private = _state(step)
             kind = _MODEL

@@ -172,11 +172,12 @@ class Sealer:
     def seal_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a row to insert) with its personal columns sealed; the row's
         naming columns must be among ``values``."""
-        spec, out = SEALED[table], dict(values)
-        named = _named([values[name] for name in spec.row])
+        spec, out, named = SEALED[table], dict(values), None
         for column in spec.columns:
             value = out.get(column)
             if value is not None:
+                if named is None:
+                    named = _named([values[name] for name in spec.row])
                 out[column] = self._sealed(value, (table + "." + column + named).encode())
         return out
 

@@ -44,7 +44,7 @@ from sqlalchemy import create_engine as _create_sync_engine
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import Pool, StaticPool
 
 from ..errors import CoachError, ConfigError, InvalidWrite, StorageError
 from .failures import describe, is_resource_error, is_transient
@@ -383,8 +383,9 @@ class Database:
         self._async: AsyncEngine | None = None
         self._sync: Engine | None = None
         self._threads: Workers | None = None
-        self._idle: list[Connection] = []
-        """SQLite: connections between units, the one used last on top (see :meth:`_once`)."""
+        self._idle: list[tuple[Connection, Pool]] = []
+        """SQLite: connections between units, each with its pool, the one used last on
+        top (see :meth:`_once`)."""
         self._idle_lock = threading.Lock()
         if parsed.get_backend_name() == "sqlite":
             self._sync = _sqlite_engine(parsed, pool_size, busy_timeout_ms, foreign_keys)
@@ -479,10 +480,7 @@ class Database:
                 # in again costs more than a turn's statements (~40 µs of SQLAlchemy's
                 # pool, events and reset against ~20 for the transaction). A unit that
                 # fails gives its connection back to the pool instead, as before.
-                try:
-                    conn = self._idle.pop()
-                except IndexError:
-                    conn = sync.connect()
+                conn, pool = self._take(sync)
                 try:
                     result = _transact(conn, op, caller, begin)
                 except BaseException as exc:
@@ -493,7 +491,7 @@ class Database:
                     raise
                 with self._idle_lock:
                     if self._threads is not None:
-                        self._idle.append(conn)
+                        self._idle.append((conn, pool))
                         return result
                 conn.close()  # the database was closed meanwhile
                 return result
@@ -521,9 +519,32 @@ class Database:
             await asyncio.get_running_loop().run_in_executor(threads, self._close, idle)
             threads.shutdown(wait=False)
 
-    def _close(self, idle: list[Connection]) -> None:
+    def _take(self, sync: Engine) -> tuple[Connection, Pool]:
+        """A connection for a SQLite unit, and the pool it is of: the one kept last, or a
+        new one. One of a pool replaced since (a lost connection disposes the engine's)
+        is closed instead.
+
+        Raises:
+            StorageError: The database was closed (a unit queued before it ran after).
+        """
+        stale = []
+        with self._idle_lock:
+            if self._threads is None:
+                raise StorageError("the database is closed")
+            while self._idle:
+                conn, pool = self._idle.pop()
+                if pool is sync.pool:
+                    break
+                stale.append(conn)
+            else:
+                conn, pool = None, sync.pool
+        for old in stale:
+            old.invalidate()  # closed now: the pool it would go back to is gone
+        return (sync.connect() if conn is None else conn), pool
+
+    def _close(self, idle: list[tuple[Connection, Pool]]) -> None:
         """Close the connections kept between units, then the pool's."""
-        for conn in idle:
+        for conn, _ in idle:
             conn.close()
         assert self._sync is not None
         self._sync.dispose()
@@ -538,7 +559,9 @@ def _sqlite_engine(url: URL, pool_size: int, busy_timeout_ms: int, foreign_keys:
         kwargs["poolclass"] = StaticPool
     else:
         require_directory(url)
-        kwargs.update(pool_size=pool_size, max_overflow=0)
+        # Units keep up to ``pool_size`` connections (one a thread) between them; the
+        # overflow serves anyone else on the engine (tooling, tests) without a wait.
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size)
     engine = _create_sync_engine(url, **kwargs)
     _configure_sqlite(engine, busy_timeout_ms, foreign_keys=foreign_keys)
     return engine
