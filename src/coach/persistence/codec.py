@@ -126,8 +126,6 @@ class StepCodec:
             raise ValueError("the memory secret must be at least 16 bytes long")
         self._hmac = _hmac_sha256(secret)
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
-        self._models: dict[type, bool] = {}
-        """Whether an allowed class is a pydantic model, looked up once per class."""
         self._unpickler = type(
             "_CodecUnpickler", (_AllowListUnpickler,), {"allowed": self._allowed}
         )
@@ -140,12 +138,7 @@ class StepCodec:
         Raises whatever :func:`pickle.dumps` raises for an object it cannot pickle.
         """
         cls = type(step)
-        model = self._models.get(cls)
-        if model is None:
-            model = (cls.__module__, cls.__name__) in self._allowed
-            if model:  # the cache holds allowed classes only: as many as the allow-list
-                self._models[cls] = model = hasattr(cls, "model_fields")
-        if model:
+        if (cls.__module__, cls.__name__) in self._allowed and hasattr(cls, "model_fields"):
             fields, fields_set, private = _state(step)
             kind = _MODEL
             if elide_text:

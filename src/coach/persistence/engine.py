@@ -484,9 +484,9 @@ class Database:
                 try:
                     result = _transact(conn, op, caller, begin)
                 except BaseException as exc:
-                    if isinstance(exc, DBAPIError | _CommitFailed):
-                        if is_resource_error(getattr(exc, "error", exc)):
-                            conn.invalidate()  # the next unit opens a fresh connection
+                    lost = isinstance(exc, DBAPIError | _CommitFailed)
+                    if lost and is_resource_error(getattr(exc, "error", exc)):
+                        conn.invalidate()  # the next unit opens a fresh connection
                     conn.close()
                     raise
                 with self._idle_lock:
@@ -527,20 +527,16 @@ class Database:
         Raises:
             StorageError: The database was closed (a unit queued before it ran after).
         """
-        stale = []
         with self._idle_lock:
             if self._threads is None:
                 raise StorageError("the database is closed")
-            while self._idle:
-                conn, pool = self._idle.pop()
-                if pool is sync.pool:
-                    break
-                stale.append(conn)
-            else:
-                conn, pool = None, sync.pool
-        for old in stale:
-            old.invalidate()  # closed now: the pool it would go back to is gone
-        return (sync.connect() if conn is None else conn), pool
+            kept = self._idle.pop() if self._idle else None
+        if kept is not None:
+            if kept[1] is sync.pool:
+                return kept
+            kept[0].invalidate()  # closed now: the pool it would go back to is gone
+        pool = sync.pool
+        return sync.connect(), pool
 
     def _close(self, idle: list[tuple[Connection, Pool]]) -> None:
         """Close the connections kept between units, then the pool's."""
