@@ -81,7 +81,6 @@ from coach.persistence.batch import Plan
 from coach.persistence.codec import StepCodec
 from coach.persistence.crypto import Sealer, associated, new_data_key
 from coach.persistence.driver import utc
-from coach.persistence.engine import driver_sql
 from coach.persistence.resume import Loaded, read_resume
 from coach.persistence.schema import utcnow
 from coach.store import WriteOp
@@ -90,6 +89,7 @@ from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, t
 from .handwritten import hand_batches
 from .measure import sqlite_dir, sqlite_url, table
 from .rawrows import (
+    KeptConnection,
     RawAsyncpg,
     RawBatch,
     RawOverSQLAlchemy,
@@ -344,12 +344,13 @@ T_HAND = (
 )
 T_STACK = (
     "for scale: by hand in SQLAlchemy — the turn's rows made by hand, then the same "
-    "statements in one SQLAlchemy transaction (`engine.connect()`, `begin()`) on a thread"
+    "statements in one SQLAlchemy transaction (`begin()` on a connection kept between "
+    "turns, as coach's units keep theirs) on a thread"
 )
 T_SEED = (
     "for scale: the seed API by hand in SQLAlchemy — its three calls' rows made by hand "
     "as it stores them (the steps whole, linked to no message), each call a SQLAlchemy "
-    "transaction of its own (`engine.connect()`, `begin()`) on a thread, the third "
+    "transaction of its own (`begin()` on a kept connection) on a thread, the third "
     "reading the stored step count before its claim"
 )
 FLOOR = (
@@ -357,8 +358,9 @@ FLOOR = (
     "sqlite3's claim, two INSERTs and COMMIT on a thread of its own"
 )
 SQLALCHEMY = (
-    "+ SQLAlchemy's connection and transaction: the same statements in `engine.connect()` "
-    "and `begin()` on a thread of its own, without coach's `Database.run`"
+    "+ SQLAlchemy's connection and transaction: the same statements in `begin()` on a "
+    "connection kept between turns (as coach's units keep theirs), on a thread of its "
+    "own, without coach's `Database.run`"
 )
 UNIT = (
     "+ coach's unit of work: the same statements in a `Database.run` (its thread pool, "
@@ -402,7 +404,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         await session.get_items(limit=1)  # its tables, outside the timing
         items = [peer.items(session, t) for t in texts]
         repo, loop = coach.repo, asyncio.get_running_loop()
-        engine = repo.database.sync_engine
+        kept = KeptConnection(repo.database.sync_engine)
         apart = (*LAYERS, T_HAND, T_STACK, T_SEED)
         sessions = {layer: (await coach.new_session(layer)).id for layer in apart}
         raw, by_hand = RawCoachRows(directory / "t.db"), RawCoachRows(directory / "t.db")
@@ -434,8 +436,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
 
         def transaction(write: Callable[[sqlite3.Connection], object]) -> None:
             """``write`` in SQLAlchemy's connection and transaction, without ``Database.run``."""
-            with engine.connect() as conn, conn.begin():
-                driver_sql(conn, "BEGIN IMMEDIATE")
+            with kept.transaction("BEGIN IMMEDIATE") as conn:
                 write(sqlite_of(conn))
 
         async def bare(n: int) -> None:
@@ -510,6 +511,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                         await runs[part](n)
                     parts[part].append((time.process_time() - start) / count * 1e6)
         finally:
+            await loop.run_in_executor(thread, kept.close)
             await peer.aclose()
             await by_hand.aclose()
             await raw.aclose()
@@ -689,7 +691,10 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
         k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_HAND, R_WORK, R_FLOOR, *RESUME_LAYERS)
     }
     with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
-        async with resumable(directory / "r.db", size) as (handle, coach, raw):
+        async with (
+            resumable(directory / "r.db", size) as (handle, coach, raw),
+            decoding(coach, raw) as decode,
+        ):
             peer = AgentsSQLiteBackend(directory / "a.db")
             await peer.open()
             session = await peer.new_session("s")
@@ -698,7 +703,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
             sealer = await repo.vault.sealer(coach.user_id)
             window, steps, _ = await raw.resume_rows()
             first = steps[0].seq
-            decode, calls = await decoding(coach, raw), c_calls(sealer, handle.id, window, steps)
+            calls = c_calls(sealer, handle.id, window, steps)
 
             async def c_work() -> None:
                 calls()

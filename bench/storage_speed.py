@@ -63,7 +63,7 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -76,14 +76,13 @@ from coach.persistence.codec import StepCodec
 from coach.persistence.conversation import open_content
 from coach.persistence.crypto import Sealer, new_data_key
 from coach.persistence.driver import utc
-from coach.persistence.engine import driver_sql
 from coach.persistence.memory import decode_or_empty
 from coach.persistence.schema import utcnow
 
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items, turn_ops
 from .handwritten import hand_decode
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url
-from .rawrows import sqlite_of, sqlite_time
+from .rawrows import KeptConnection, sqlite_of, sqlite_time
 from .text import Turn, turns
 
 COMMAND = "python -m bench.storage_speed"
@@ -108,7 +107,8 @@ HAND_STACK = (
     "then the contract's decode written by hand"
 )
 """Per read: :data:`HAND`, its statements run in a connection and transaction of coach's
-own engine (``engine.connect()``, ``begin()``), on the driver's cursor — the least
+own engine (``begin()`` on a connection kept between reads, as coach's units keep
+theirs), on the driver's cursor — the least
 SQLAlchemy can cost, no Core statement —, on raw's thread: the reference with nothing of
 coach's storage layer but the stack it is built on."""
 WORK = "coach's own work, no database"
@@ -492,26 +492,26 @@ async def section_resume(rounds: int, size: int, reads: int) -> dict[str, list[B
         await peer.open()
         session = await peer.new_session("s")
         await peer.bulk_load(session, texts)
-        decode = await decoding(coach, raw)
-        readers: dict[str, Callable[[int], Awaitable[object]]] = {
-            RESUME: lambda _n: coach.live_resume(handle),
-            PEER: lambda _n: peer.read_window(session),
-            RAW: lambda _n: raw.read_resume(),
-            WORK: lambda _n: decode(),
-            FLOOR: lambda _n: decode(read=True),
-            HAND: lambda _n: decode(read=True, by_hand=True),
-            HAND_STACK: lambda _n: decode(read=True, by_hand=True, stack=True),
-        }
         try:
-            for read in readers.values():  # warm-up: statement caches, first connections
-                for n in range(5):
-                    await read(n)
-            batches: dict[str, list[Batch]] = {label: [] for label in readers}
-            for n in range(rounds):
-                for label in rotate(list(readers), n):
-                    batches[label].append(await measured(reads, readers[label]))
-                _log(f"resume round {n + 1}/{rounds}", batches)
-            return batches
+            async with decoding(coach, raw) as decode:
+                readers: dict[str, Callable[[int], Awaitable[object]]] = {
+                    RESUME: lambda _n: coach.live_resume(handle),
+                    PEER: lambda _n: peer.read_window(session),
+                    RAW: lambda _n: raw.read_resume(),
+                    WORK: lambda _n: decode(),
+                    FLOOR: lambda _n: decode(read=True),
+                    HAND: lambda _n: decode(read=True, by_hand=True),
+                    HAND_STACK: lambda _n: decode(read=True, by_hand=True, stack=True),
+                }
+                for read in readers.values():  # warm-up: statement caches, first connections
+                    for n in range(5):
+                        await read(n)
+                batches: dict[str, list[Batch]] = {label: [] for label in readers}
+                for n in range(rounds):
+                    for label in rotate(list(readers), n):
+                        batches[label].append(await measured(reads, readers[label]))
+                    _log(f"resume round {n + 1}/{rounds}", batches)
+                return batches
         finally:
             await raw.aclose()
             await peer.aclose()
@@ -530,25 +530,27 @@ class _StepRow(NamedTuple):
     message_role: str | None
 
 
-async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[..., Awaitable[int]]:
+@contextlib.asynccontextmanager
+async def decoding(
+    coach: CoachBackend, raw: RawCoachRows
+) -> AsyncIterator[Callable[..., Awaitable[int]]]:
     """:data:`WORK` for a resume: the window's 50 messages and the steps from the oldest
     of them on, read once (by ``raw``), then — each call — opened, verified and unpickled
     with coach's own functions, as ``resume_session`` does after its SQL. With
     ``read=True`` (:data:`FLOOR`) each call reads them again first; with ``by_hand=True``
     (:data:`HAND`) the decode is :func:`~bench.handwritten.hand_decode`'s; with
     ``stack=True`` as well (:data:`HAND_STACK`) the read runs in SQLAlchemy's connection
-    and transaction, on ``raw``'s thread."""
+    (kept between reads, given back on leaving) and transaction, on ``raw``'s thread."""
     sid = raw.session_id
     sealer = await coach.repo.vault.sealer(coach.user_id)
     assert sealer is not None
     once = await raw.resume_rows()
     codec = StepCodec(SECRET)
     aead = sealer._aead  # the person's cipher, for the hand-written decode
-    engine = coach.repo.database.sync_engine
+    kept = KeptConnection(coach.repo.database.sync_engine)
 
     def in_stack(first: int) -> tuple[list[Any], list[Any], int]:
-        with engine.connect() as conn, conn.begin():
-            driver_sql(conn, "BEGIN")
+        with kept.transaction("BEGIN") as conn:
             return resume_rows(sqlite_of(conn), sid, first=first)
 
     async def decode(read: bool = False, by_hand: bool = False, stack: bool = False) -> int:
@@ -570,7 +572,10 @@ async def decoding(coach: CoachBackend, raw: RawCoachRows) -> Callable[..., Awai
             raise RuntimeError("the bench's step rows did not decode")
         return len(known) + len(decoded)
 
-    return decode
+    try:
+        yield decode
+    finally:
+        await raw.call(kept.close)
 
 
 # --- PostgreSQL: pool_pre_ping -------------------------------------------------------------

@@ -28,6 +28,7 @@ from bench.rawrows import (
 )
 from bench.recorder_cpu import write_by_hand
 from livekit.agents import llm
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from coach.conversation.recorder import Recorder
@@ -175,6 +176,10 @@ async def test_the_rows_by_hand_in_sqlalchemy_read_back_as_coach_s(
     )
     sessions, sealer = await _two_sessions(repo)
     await writer.open()
+    checkouts: list[object] = []
+    if isinstance(writer, RawSQLiteOverSQLAlchemy):
+        assert writer.database is not None
+        event.listen(writer.database.sync_engine, "checkout", lambda *a: checkouts.append(a))
     try:
         await write_by_hand(
             writer, _ops(sessions, 4), aead=sealer._aead, secret=MEMORY_SECRET, batch=4
@@ -182,3 +187,6 @@ async def test_the_rows_by_hand_in_sqlalchemy_read_back_as_coach_s(
     finally:
         await writer.aclose()
     await _check(repo, sessions, 4)
+    # On SQLite the batches run on the connection kept since ``open``, as coach's units
+    # keep theirs: the reference pays no pool checkout per batch that coach does not.
+    assert checkouts == []
