@@ -217,6 +217,60 @@ async def test_sqlite_units_keep_their_connection_and_a_failed_unit_gives_it_bac
         await database.run(read, write=False, what="read")
 
 
+async def test_closing_the_database_refuses_a_unit_still_waiting_for_its_thread(
+    sqlite_url: str,
+) -> None:
+    # Closing takes the kept connections under the lock a unit takes its own with: the
+    # unit running when it closes commits and closes its connection; the unit queued
+    # behind it is refused whole, never run on a connection being closed; and no
+    # connection is left open.
+    database = Database(sqlite_url, pool_size=1)
+    opened: list[Any] = []
+    event.listen(database.sync_engine, "connect", lambda dbapi, *_: opened.append(dbapi))
+    await database.run(
+        lambda c: c.execute(text("CREATE TABLE t (n INTEGER)")), write=True, what="t"
+    )
+    started, release = threading.Event(), threading.Event()
+
+    def first(conn: Connection) -> int:
+        conn.execute(text("INSERT INTO t VALUES (1)"))
+        started.set()
+        release.wait(30)  # a hang guard only: the test releases it
+        return 1
+
+    def second(conn: Connection) -> int:
+        conn.execute(text("INSERT INTO t VALUES (2)"))
+        return 2
+
+    workers = database._threads
+    assert workers is not None
+    running = asyncio.ensure_future(database.run(first, write=True, what="first"))
+    assert await asyncio.to_thread(started.wait, 30)
+    # Both start in order at the next turn of the loop: the unit is queued behind the
+    # busy thread, then the close marks the database closed and queues its own work.
+    queued = asyncio.ensure_future(database.run(second, write=True, what="second"))
+    closing = asyncio.ensure_future(database.dispose())
+    await asyncio.sleep(0)
+    assert len(workers._shared.waiting) == 2
+    release.set()
+
+    assert await running == 1
+    with pytest.raises(StorageError, match="the database is closed"):
+        await queued
+    await closing
+    for dbapi in opened:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            dbapi.execute("SELECT 1")
+    reader = Database(sqlite_url)
+    try:
+        rows = await reader.run(
+            lambda c: c.execute(text("SELECT n FROM t")).all(), write=False, what="r"
+        )
+    finally:
+        await reader.dispose()
+    assert [n for (n,) in rows] == [1]
+
+
 async def test_unreachable_database_is_a_storage_error(memory_secret: bytes) -> None:
     url = "postgresql+asyncpg://postgres@127.0.0.1:1/none"
     repo = await open_repository(url, **keys_of(url), secret=memory_secret)
