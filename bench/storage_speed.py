@@ -106,11 +106,10 @@ HAND_STACK = (
     "by hand in SQLAlchemy: raw's statements in SQLAlchemy's connection and transaction, "
     "then the contract's decode written by hand"
 )
-"""Per read: :data:`HAND`, its statements run in a connection and transaction of coach's
-own engine (``begin()`` on a connection kept between reads, as coach's units keep
-theirs), on the driver's cursor — the least
-SQLAlchemy can cost, no Core statement —, on raw's thread: the reference with nothing of
-coach's storage layer but the stack it is built on."""
+"""Per read: :data:`HAND`, its statements run in a transaction of coach's own engine
+(``begin()`` on a connection kept between reads, as coach's units keep theirs), on the
+driver's cursor — the least SQLAlchemy can cost, no Core statement —, on raw's thread:
+the reference with nothing of coach's storage layer but the stack it is built on."""
 WORK = "coach's own work, no database"
 """Per turn: what coach does besides SQL — the ops checked, the steps pickled and signed,
 every personal field sealed; per read: the window's messages and the steps opened,
