@@ -93,7 +93,13 @@ def new_data_key() -> bytes:
 
 def associated(table: str, column: str, row: Iterable[object]) -> bytes:
     """The associated data of ``table.column`` in the row named by ``row``'s values."""
-    return (table + "." + column + _named(row)).encode()
+    return _associated(table, column, _named(row))
+
+
+def _associated(table: str, column: str, named: str) -> bytes:
+    """The associated data of ``table.column`` in a row whose naming values are
+    ``named`` (:func:`_named`): one row's columns share it."""
+    return (table + "." + column + named).encode()
 
 
 def _named(row: Iterable[object]) -> str:
@@ -178,7 +184,7 @@ class Sealer:
             if value is not None:
                 if named is None:
                     named = _named([values[name] for name in spec.row])
-                out[column] = self._sealed(value, (table + "." + column + named).encode())
+                out[column] = self._sealed(value, _associated(table, column, named))
         return out
 
     def open_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
