@@ -3,7 +3,9 @@
 Each process is what a worker of a fleet is: its own event loop, its own ``Recorder``
 and repository (connection pool), recording ``sessions`` conversations. Every message
 is submitted together with its memory step (a ``ChatMessage``), so "messages/s" is also
-memory steps/s. The processes start together (a barrier, after their imports and
+memory steps/s. Every mode's ops (the store's ``AddMessage`` and ``AppendSteps``) are
+made before the start, as raw's writers take theirs: making them is the caller's work,
+not recording's. The processes start together (a barrier, after their imports and
 warm-up) and run:
 
 * **flat out** — each submits its messages as fast as the recorder's back-pressure
@@ -131,12 +133,14 @@ async def _work(
             next_step[sid] += 1
             return message, steps
 
+        # Made before the start in every mode (1.2 µs a message): see the module's note.
+        made = [ops(k) for k in range(50 + count)]
         if mode in ("raw", "hand"):
-            every = [op for k in range(50 + count) for op in ops(k)]
+            every = [op for pair in made for op in pair]
             return await (_raw if mode == "raw" else _by_hand)(url, every, barrier)
 
         def submit(k: int, due: float | None) -> None:
-            message, steps = ops(k)
+            message, steps = made[k]
             if due is not None:
                 now = time.monotonic()
                 store.due[id(message)] = store.due[id(steps)] = (due, now)
