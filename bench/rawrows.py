@@ -39,6 +39,7 @@ from coach.store import AddMessage, AppendSteps
 
 __all__ = [
     "KeptConnection",
+    "OneThread",
     "RawAsyncpg",
     "RawBatch",
     "RawOverSQLAlchemy",
@@ -163,29 +164,40 @@ def sqlite_of(conn: Connection) -> sqlite3.Connection:
     return cast(sqlite3.Connection, conn.connection.dbapi_connection)
 
 
-class RawSQLite:
+def sqlite_connect(path: Path) -> sqlite3.Connection:
+    """A raw ``sqlite3`` connection with coach's PRAGMAs (WAL, ``synchronous=NORMAL``,
+    foreign keys, the busy timeout), in autocommit: the caller says ``BEGIN``."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    for pragma in ("busy_timeout = 15000", "foreign_keys = ON", "synchronous = NORMAL"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    return conn
+
+
+class OneThread:
+    """A reference's worker thread of its own: every database call is handed to it,
+    one hand-off a call, as ``asyncio.to_thread`` would."""
+
+    def __init__(self, name: str) -> None:
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` on the worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+
+class RawSQLite(OneThread):
     """stdlib ``sqlite3`` in one worker thread, with coach's PRAGMAs: one hand-off and
     one transaction per batch."""
 
     def __init__(self, path: Path) -> None:
+        super().__init__("raw-sqlite")
         self.path = path
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="raw-sqlite")
         self.conn: sqlite3.Connection | None = None
 
-    async def _call(self, fn: Callable[[], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
-
     async def open(self) -> None:
-        """Connect in the worker thread (WAL, ``synchronous=NORMAL``, foreign keys)."""
-
-        def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            for pragma in ("busy_timeout = 15000", "foreign_keys = ON", "synchronous = NORMAL"):
-                conn.execute(f"PRAGMA {pragma}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            return conn
-
-        self.conn = await self._call(connect)
+        """Connect in the worker thread (:func:`sqlite_connect`)."""
+        self.conn = await self.call(lambda: sqlite_connect(self.path))
 
     async def write(self, rows: RawBatch) -> None:
         """The batch in one transaction."""
@@ -201,12 +213,12 @@ class RawSQLite:
                 raise
             conn.execute("COMMIT")
 
-        await self._call(unit)
+        await self.call(unit)
 
     async def aclose(self) -> None:
         """Close the connection and the thread."""
         if self.conn is not None:
-            await self._call(self.conn.close)
+            await self.call(self.conn.close)
             self.conn = None
         self.pool.shutdown()
 
@@ -369,7 +381,7 @@ class KeptConnection:
             self._conn = None
 
 
-class RawSQLiteOverSQLAlchemy:
+class RawSQLiteOverSQLAlchemy(OneThread):
     """Raw sqlite3's statements through SQLAlchemy: coach's own SQLite engine (a
     :class:`~coach.persistence.engine.Database`'s), one transaction per batch
     (``begin()``, ``BEGIN IMMEDIATE``) on a connection kept between batches
@@ -378,13 +390,10 @@ class RawSQLiteOverSQLAlchemy:
     SQLAlchemy's share of a write on SQLite, with nothing of coach's storage layer."""
 
     def __init__(self, url: str | URL) -> None:
+        super().__init__("raw-sqlalchemy")
         self.url = url
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="raw-sqlalchemy")
         self.database: Database | None = None
         self.kept: KeptConnection | None = None
-
-    async def _call(self, fn: Callable[[], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
 
     async def open(self) -> None:
         """Make the engine (``url``: a ``sqlite`` URL of a database coach migrated), and
@@ -396,7 +405,7 @@ class RawSQLiteOverSQLAlchemy:
             with kept.transaction("BEGIN"):
                 pass
 
-        await self._call(connect)
+        await self.call(connect)
 
     async def write(self, rows: RawBatch) -> None:
         """The batch in one transaction."""
@@ -407,12 +416,12 @@ class RawSQLiteOverSQLAlchemy:
             with kept.transaction("BEGIN IMMEDIATE") as conn:
                 sqlite_statements(sqlite_of(conn), rows)
 
-        await self._call(unit)
+        await self.call(unit)
 
     async def aclose(self) -> None:
         """Close the connection, the engine and the thread."""
         if self.kept is not None:
-            await self._call(self.kept.close)
+            await self.call(self.kept.close)
             self.kept = None
         if self.database is not None:
             await self.database.dispose()

@@ -64,7 +64,6 @@ import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,7 +81,7 @@ from coach.persistence.schema import utcnow
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, chat_items, turn_ops
 from .handwritten import hand_decode
 from .measure import coach_keys, pg_database, pg_url, sqlite_dir, sqlite_url
-from .rawrows import KeptConnection, sqlite_of, sqlite_time
+from .rawrows import KeptConnection, OneThread, sqlite_connect, sqlite_of, sqlite_time
 from .text import Turn, turns
 
 COMMAND = "python -m bench.storage_speed"
@@ -221,32 +220,20 @@ def sealed_rows(
     return said, [tuple(row[c] for c in STEP_COLUMNS) for row in steps]
 
 
-class RawCoachRows:
+class RawCoachRows(OneThread):
     """stdlib ``sqlite3`` in one worker thread, on a database coach migrated: coach's rows
     without coach's Python (the step bytes are encoded before the timer)."""
 
     def __init__(self, path: Path) -> None:
+        super().__init__("raw")
         self.path = path
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="raw")
         self.conn: sqlite3.Connection | None = None
         self.codec = StepCodec(SECRET)
 
     async def open(self, session_id: str) -> None:
-        """Connect (in the worker thread) with coach's PRAGMAs."""
+        """Connect (in the worker thread) with coach's PRAGMAs (:func:`sqlite_connect`)."""
         self.session_id = session_id
-
-        def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            for pragma in ("busy_timeout = 15000", "foreign_keys = ON", "synchronous = NORMAL"):
-                conn.execute(f"PRAGMA {pragma}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            return conn
-
-        self.conn = await self.call(connect)
-
-    async def call(self, fn: Callable[[], Any]) -> Any:
-        """``fn()`` on the worker thread."""
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+        self.conn = await self.call(lambda: sqlite_connect(self.path))
 
     def rows(self, start: int, turn: Turn) -> tuple[int, list[tuple[Any, ...]]]:
         """The turn's step rows as coach stores them (text left out, signed with it)."""
