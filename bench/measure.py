@@ -26,6 +26,8 @@ import aiosqlite
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from coach.persistence.threads import Workers
+
 PG_ADMIN_URL = os.environ.get(
     "COACH_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -219,7 +221,8 @@ class HandOffs:
     aiosqlite: int = 0
     """Calls queued on an aiosqlite connection's worker thread (``Connection._execute``)."""
     executor: int = 0
-    """Calls given to the loop's thread pool (``run_in_executor``, so ``to_thread`` too)."""
+    """Calls given to a thread pool: the loop's (``run_in_executor``, so ``to_thread``
+    too) or coach's SQLite database's (``Workers.run``)."""
 
     @property
     def total(self) -> int:
@@ -234,11 +237,13 @@ def count_hand_offs(loop: asyncio.AbstractEventLoop) -> Iterator[HandOffs]:
     Every aiosqlite operation (execute, fetch, commit, cursor calls) goes through
     ``Connection._execute``, which puts one call on the connection thread's queue and
     awaits its future: wrapping it counts the queue puts. ``asyncio.to_thread`` and
-    ``run_in_executor`` are counted on the running loop.
+    ``run_in_executor`` are counted on the running loop, and coach's own pool's units
+    (``Workers.run``, which settles the loop's future itself) on its class.
     """
     counts = HandOffs()
     original_execute = aiosqlite.Connection._execute
     original_executor = loop.run_in_executor
+    original_run = Workers.run
 
     @functools.wraps(original_execute)
     async def execute(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -249,13 +254,20 @@ def count_hand_offs(loop: asyncio.AbstractEventLoop) -> Iterator[HandOffs]:
         counts.executor += 1
         return original_executor(executor, func, *args)
 
+    @functools.wraps(original_run)
+    def run(self: Workers, fn: Callable[[], Any]) -> Any:
+        counts.executor += 1
+        return original_run(self, fn)
+
     aiosqlite.Connection._execute = execute  # type: ignore[method-assign]
     loop.run_in_executor = run_in_executor  # type: ignore[method-assign, assignment]
+    Workers.run = run  # type: ignore[method-assign]
     try:
         yield counts
     finally:
         aiosqlite.Connection._execute = original_execute  # type: ignore[method-assign]
         del loop.run_in_executor  # back to the class's method
+        Workers.run = original_run  # type: ignore[method-assign]
 
 
 # --- the event loop -----------------------------------------------------------------------

@@ -497,7 +497,7 @@ class Database:
                 return result
 
             try:
-                return await asyncio.get_running_loop().run_in_executor(self._threads, unit)
+                return await self._threads.run(unit)
             except asyncio.CancelledError:
                 # The caller gave up (a shutdown's deadline). The thread cannot be stopped
                 # — waiting for a lock, it may go on for the busy timeout —, but it must
@@ -516,7 +516,7 @@ class Database:
             with self._idle_lock:
                 threads, self._threads = self._threads, None
                 idle, self._idle = self._idle, []
-            await asyncio.get_running_loop().run_in_executor(threads, self._close, idle)
+            await threads.run(lambda: self._close(idle))
             threads.shutdown(wait=False)
 
     def _take(self, sync: Engine) -> tuple[Connection, Pool]:
