@@ -126,6 +126,9 @@ class StepCodec:
             raise ValueError("the memory secret must be at least 16 bytes long")
         self._hmac = _hmac_sha256(secret)
         self._allowed = ALLOWED_GLOBALS | frozenset(extra_allowed)
+        self._models: dict[type, bool] = {}
+        """Whether a step's class is an allowed pydantic model, by class (pydantic makes
+        even ``hasattr(cls, "model_fields")`` cost a microsecond)."""
         self._unpickler = type(
             "_CodecUnpickler", (_AllowListUnpickler,), {"allowed": self._allowed}
         )
@@ -138,7 +141,11 @@ class StepCodec:
         Raises whatever :func:`pickle.dumps` raises for an object it cannot pickle.
         """
         cls = type(step)
-        if (cls.__module__, cls.__name__) in self._allowed and hasattr(cls, "model_fields"):
+        model = self._models.get(cls)
+        if model is None:
+            allowed = (cls.__module__, cls.__name__) in self._allowed
+            model = self._models[cls] = allowed and hasattr(cls, "model_fields")
+        if model:
             fields, fields_set, private = _state(step)
             kind = _MODEL
             if elide_text:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Final
 
-from sqlalchemy import Table
+from sqlalchemy import LargeBinary, Table
 from sqlalchemy.engine import Connection, Dialect
 
 from .engine import driver_rowids, driver_sql
@@ -37,8 +37,6 @@ _MESSAGE_COLUMNS: Final = ("session_id", "phase_id", "role", "content", "interru
 _STEP_COLUMNS: Final = (
     "session_id", "seq", "codec", "version", "signature", "payload", "message_id"
 )  # fmt: skip
-_message_values: Final = itemgetter(*_MESSAGE_COLUMNS)
-_step_values: Final = itemgetter(*_STEP_COLUMNS)
 _ROWS_PER_INSERT: Final = 500
 """Messages per ``INSERT``: 3,000 parameters, well inside both drivers' limits."""
 _Result = Callable[[Any], Any] | None
@@ -48,21 +46,51 @@ _Compiled = tuple[
 """A query's SQL, its parameters' names in order, their bind processors, their defaults
 and, if typed, its columns' result processors."""
 _processors: dict[tuple[str, str, str, tuple[str, ...]], tuple[_Bind, ...]] = {}
+_Binder = Callable[[Mapping[str, Any]], list[Any]]
+_binders: dict[tuple[str, str, str, tuple[str, ...]], _Binder] = {}
 
 
 def _binds(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> tuple[_Bind, ...]:
-    """The bind processors of ``table``'s ``columns`` on ``dialect`` (made once)."""
+    """The bind processors of ``table``'s ``columns`` on ``dialect`` (made once).
+
+    Binary columns take none on SQLite: its driver stores ``bytes`` as the ``BLOB`` that
+    SQLAlchemy's processor would wrap them in a ``memoryview`` for, and every binary value
+    coach writes is bytes it made (sealed, signed, pickled)."""
     key = (dialect.name, dialect.driver, table.name, columns)
     found = _processors.get(key)
     if found is None:
-        types = (table.c[name].type.dialect_impl(dialect) for name in columns)
-        found = tuple(kind.bind_processor(dialect) for kind in types)
+        types = [table.c[name].type.dialect_impl(dialect) for name in columns]
+        found = tuple(
+            None
+            if dialect.name == "sqlite" and isinstance(kind, LargeBinary)
+            else kind.bind_processor(dialect)
+            for kind in types
+        )
         _processors[key] = found
     return found
 
 
 def _bound(binds: tuple[_Bind, ...], values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple([v if bind is None else bind(v) for bind, v in zip(binds, values, strict=True)])
+
+
+def _binder(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> _Binder:
+    """A row's ``columns`` as the driver takes them, in order (:func:`_binds`), made
+    once: only the columns with a processor are touched."""
+    key = (dialect.name, dialect.driver, table.name, columns)
+    found = _binders.get(key)
+    if found is None:
+        values = itemgetter(*columns)
+        active = tuple((n, bind) for n, bind in enumerate(_binds(dialect, table, columns)) if bind)
+
+        def found(row: Mapping[str, Any]) -> list[Any]:
+            out = list(values(row))
+            for n, bind in active:
+                out[n] = bind(out[n])
+            return out
+
+        _binders[key] = found
+    return found
 
 
 @functools.lru_cache(maxsize=16)
@@ -157,10 +185,10 @@ def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     if not rows:
         return
     dialect = conn.dialect
-    binds = _binds(dialect, AGENT_STEPS, _STEP_COLUMNS)
+    bind = _binder(dialect, AGENT_STEPS, _STEP_COLUMNS)
     marks = ", ".join(_marks(dialect.paramstyle, len(_STEP_COLUMNS)))
     sql = f"INSERT INTO agent_steps ({', '.join(_STEP_COLUMNS)}) VALUES ({marks})"
-    driver_sql(conn, sql, [_bound(binds, _step_values(row)) for row in rows], many=True)
+    driver_sql(conn, sql, [bind(row) for row in rows], many=True)
 
 
 def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -203,8 +231,8 @@ def _messages_sql(paramstyle: str, count: int) -> str:
 
 
 def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    binds = _binds(conn.dialect, CONVERSATIONS, _MESSAGE_COLUMNS)
-    bound = [_bound(binds, _message_values(row)) for row in rows]
+    bind = _binder(conn.dialect, CONVERSATIONS, _MESSAGE_COLUMNS)
+    bound = [bind(row) for row in rows]
     at = {values[-1]: index for index, values in enumerate(bound)}  # its time names a row
     if len(at) != len(rows):
         raise ValueError("messages of one insert must have distinct times")

@@ -91,6 +91,13 @@ def _in(column: str, values: tuple[str, ...]) -> str:
     return f'"{column}" IN ({quoted})'
 
 
+def _hex_id(value: str | None) -> str | None:
+    """An id as bound: itself if it is 32 hex digits, else the nil id."""
+    if value is None:
+        return None
+    return value if _HEX_ID.fullmatch(value) else _NIL_ID
+
+
 class HexId(TypeDecorator[str]):
     """A 32-hex-digit id (:func:`new_id`): native ``uuid`` on PostgreSQL — 16 bytes, not
     33, in every row and index entry that holds it — and text on SQLite. A value that is
@@ -108,9 +115,14 @@ class HexId(TypeDecorator[str]):
         return dialect.type_descriptor(String(32))
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        if value is None:
-            return None
-        return value if _HEX_ID.fullmatch(value) else _NIL_ID
+        return _hex_id(value)
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        """On SQLite, :func:`_hex_id` itself: the text is stored as it is, and the
+        decorator's own processor would add two calls to every id bound."""
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return _hex_id
 
     def process_result_value(self, value: object, dialect: Dialect) -> str | None:
         return None if value is None else str(value).replace("-", "")
