@@ -63,6 +63,8 @@ class Plan:
     step_rows: list[dict[str, Any]] = field(default_factory=list)
     text_links: list[tuple[int, int]] = field(default_factory=list)
     """(step row, message row) pairs: the step's text is that message's."""
+    session_ids: set[str] = field(default_factory=set)
+    """Every session the batch writes."""
 
     @classmethod
     def of(cls, ops: Sequence[WriteOp], codec: StepCodec, clock: Callable[[], datetime]) -> Plan:
@@ -105,6 +107,7 @@ class Plan:
         sid = getattr(op, "session_id", None)
         if not isinstance(sid, str):
             raise InvalidWrite(f"unknown write op: {type(op).__name__}")
+        self.session_ids.add(sid)
         if isinstance(op, AddMessage):
             # One microsecond apart: a message's time names it (its seal binds the time).
             at = self.now + timedelta(microseconds=len(self.messages))
@@ -179,15 +182,3 @@ class Plan:
             applied.phase_outputs = save_phase_outputs(conn, self.phase_outputs, sealers)
         close_phases(conn, self.closes, sealers)  # after the outputs: a phase completes, then ends
         return applied
-
-    @property
-    def session_ids(self) -> set[str]:
-        """Every session the batch writes."""
-        return (
-            {row["session_id"] for row in self.messages}
-            | self.appends.keys()
-            | {op.session_id for op, _ in self.phase_outputs}
-            | self.session_fields.keys()
-            | self.zone_writes.keys()
-            | {op.session_id for op in self.closes}
-        )

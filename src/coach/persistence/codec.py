@@ -320,8 +320,10 @@ _HEAD: Final = _part(_DOMAIN)
 _HEAD_WITH_TEXT: Final = _part(_DOMAIN_WITH_TEXT)
 
 
+@functools.lru_cache(maxsize=1024)
 def _bound(codec: str, version: int, session_id: str) -> bytes:
-    """The signed message's codec, version and session parts."""
+    """The signed message's codec, version and session parts (made once for a session
+    the process writes or reads again)."""
     return _part(codec.encode()) + _part(str(version).encode()) + _part(session_id.encode())
 
 

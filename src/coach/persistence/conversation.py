@@ -30,6 +30,7 @@ __all__ = [
 
 _C = CONVERSATIONS.c
 _COLUMNS: Final = (_C.id, _C.session_id, _C.phase_id, _C.role, _C.content, _C.interrupted)
+_PHASE_ID: Final = _C.phase_id
 
 
 def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def message_row(op: AddMessage, now: datetime) -> dict[str, Any]:
         raise InvalidWrite("message content must be a string")
     return {
         "session_id": op.session_id,
-        "phase_id": fit(op.phase_id, CONVERSATIONS.c.phase_id, "message phase_id"),
+        "phase_id": fit(op.phase_id, _PHASE_ID, "message phase_id"),
         "role": op.role,
         "content": clean_text(op.content),
         "interrupted": bool(op.interrupted),

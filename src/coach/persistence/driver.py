@@ -184,11 +184,16 @@ def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Insert encoded (and sealed) memory-step rows in one call."""
     if not rows:
         return
-    dialect = conn.dialect
-    bind = _binder(dialect, AGENT_STEPS, _STEP_COLUMNS)
-    marks = ", ".join(_marks(dialect.paramstyle, len(_STEP_COLUMNS)))
-    sql = f"INSERT INTO agent_steps ({', '.join(_STEP_COLUMNS)}) VALUES ({marks})"
+    bind = _binder(conn.dialect, AGENT_STEPS, _STEP_COLUMNS)
+    sql = _steps_sql(conn.dialect.paramstyle)
     driver_sql(conn, sql, [bind(row) for row in rows], many=True)
+
+
+@functools.lru_cache(maxsize=4)
+def _steps_sql(paramstyle: str) -> str:
+    """The ``INSERT`` of one step row (run for many)."""
+    marks = ", ".join(_marks(paramstyle, len(_STEP_COLUMNS)))
+    return f"INSERT INTO agent_steps ({', '.join(_STEP_COLUMNS)}) VALUES ({marks})"
 
 
 def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
