@@ -15,12 +15,10 @@ event loop.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +33,7 @@ from coach.persistence.codec import StepCodec
 from coach.persistence.crypto import Sealer, new_data_key
 from coach.persistence.engine import Database, create_engine, driver_sql
 from coach.persistence.memory import encode_rows, message_text
+from coach.persistence.threads import Workers
 from coach.store import AddMessage, AppendSteps
 
 __all__ = [
@@ -176,14 +175,16 @@ def sqlite_connect(path: Path) -> sqlite3.Connection:
 
 class OneThread:
     """A reference's worker thread of its own: every database call is handed to it,
-    one hand-off a call, as ``asyncio.to_thread`` would."""
+    one hand-off a call — coach's own (:class:`~coach.persistence.threads.Workers`, the
+    result straight to the loop's future), so that no reference pays more for its
+    hand-off than coach does."""
 
     def __init__(self, name: str) -> None:
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self.pool = Workers(1, name)
 
     async def call(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` on the worker thread."""
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+        return await self.pool.run(fn)
 
 
 class RawSQLite(OneThread):
