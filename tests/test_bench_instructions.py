@@ -1,0 +1,15 @@
+"""The bench's instruction counts: the timed loop alone, the same figure each time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.instructions import build_helper, count
+
+
+def test_a_count_repeats_and_sees_the_database_thread(tmp_path: Path) -> None:
+    helper = build_helper(tmp_path)
+    empty = [count("unit", 5, tmp_path, helper) for _ in range(2)]
+    written = count("coach", 5, tmp_path, helper)
+    assert abs(empty[0] - empty[1]) < 0.02 * empty[0]  # the same work, the same count
+    assert written > 2 * empty[0] > 0  # a turn's write: all an empty unit does, and more
