@@ -117,6 +117,18 @@ async def test_a_unit_cancelled_before_it_runs_never_runs() -> None:
         workers.shutdown()
 
 
+class _Held:
+    """A unit that says it started, then holds its thread until released."""
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self) -> str:
+        self.started.set()
+        self.release.wait(HANG_GUARD)
+        return "finished"
+
+
 async def test_a_unit_whose_caller_left_while_it_ran_ends_quietly() -> None:
     """The caller is cancelled while its unit runs (a shutdown's deadline): the unit
     runs to its end, its result goes nowhere — no error in the loop — and the thread
@@ -125,23 +137,18 @@ async def test_a_unit_whose_caller_left_while_it_ran_ends_quietly() -> None:
     errors: list[dict[str, object]] = []
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
     workers = Workers(1, "w")
-    started, release = threading.Event(), threading.Event()
-
-    def held() -> str:
-        started.set()
-        release.wait(HANG_GUARD)
-        return "finished"
+    held = _Held()
 
     try:
         caller = asyncio.ensure_future(workers.run(held))
-        await asyncio.to_thread(started.wait, HANG_GUARD)
+        await asyncio.to_thread(held.started.wait, HANG_GUARD)
         caller.cancel()
         with pytest.raises(asyncio.CancelledError):
             await caller
-        release.set()
+        held.release.set()
         assert await workers.run(_thread_name) == "w-0"  # after the held unit
     finally:
-        release.set()
+        held.release.set()
         workers.shutdown()
         loop.set_exception_handler(None)
     assert errors == []
@@ -151,27 +158,22 @@ def test_a_unit_that_ends_after_its_loop_closed_leaves_the_thread_working() -> N
     """A loop closed while its unit still runs (an interpreter shutting down): the
     result has nowhere to go, and the thread goes on with the next loop's units."""
     workers = Workers(1, "w")
-    started, release = threading.Event(), threading.Event()
-
-    def held() -> str:
-        started.set()
-        release.wait(HANG_GUARD)
-        return "finished"
+    held = _Held()
 
     async def leave_it_running() -> None:
         workers.run(held)
-        await asyncio.to_thread(started.wait, HANG_GUARD)
+        await asyncio.to_thread(held.started.wait, HANG_GUARD)
 
     try:
         asyncio.run(leave_it_running())  # closes its loop with the unit still held
-        release.set()
+        held.release.set()
 
         async def next_unit() -> str:
             return await asyncio.wait_for(workers.run(_thread_name), HANG_GUARD)
 
         assert asyncio.run(next_unit()) == "w-0"
     finally:
-        release.set()
+        held.release.set()
         workers.shutdown()
 
 
