@@ -67,6 +67,7 @@ def count(workload: str, turns: int, directory: Path, helper: Path) -> int:
         check=True,
         capture_output=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
+        timeout=1800,  # a hang guard only: valgrind runs a turn ~50 times slower
     )  # fmt: skip
     dump = out.with_name(out.name + ".1")  # the count between start and stop
     for line in dump.read_text().splitlines():
@@ -84,34 +85,26 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
     from .text import turns as texts
 
     library = ctypes.CDLL(str(helper))
+    written = texts(1, _WARM_UP + turns)
     with tempfile.TemporaryDirectory() as tmp:
-        written = texts(1, _WARM_UP + turns)
-        steps = [chat_items(turn) for turn in written]
-        closing: Callable[[], Awaitable[object]]
+        one: Callable[[int], Awaitable[object]]
         if workload == "peer":
             peer = AgentsSQLiteBackend(Path(tmp) / "a.db")
             await peer.open()
             session = await peer.new_session("s")
             items = [peer.items(session, turn) for turn in written]
-
-            async def one(n: int) -> None:
-                await peer.write_turn(session, items[n])
-
-            closing = peer.aclose
+            one, closing = (lambda n: peer.write_turn(session, items[n])), peer.aclose
         else:
             url = sqlite_url(Path(tmp) / "c.db")
             repo = await open_repository(url, **coach_keys(url), secret=SECRET, create_schema=True)
             user = await repo.get_or_create_user("bench")
             sid = (await repo.create_session(user.id, "challenge")).id
-
-            async def one(n: int) -> None:
-                if workload == "coach":
-                    await repo.write_batch(turn_ops(sid, 2 * n, written[n], steps[n]))
-                elif workload == "unit":
-                    await repo._db.run(lambda _conn: None, write=True, what="nothing")  # noqa: SLF001
-                else:
-                    await asyncio.to_thread(lambda: None)
-
+            ops = [turn_ops(sid, 2 * n, turn, chat_items(turn)) for n, turn in enumerate(written)]
+            one = {
+                "coach": lambda n: repo.write_batch(ops[n]),
+                "unit": lambda _n: repo._db.run(lambda _c: None, write=True, what="nothing"),  # noqa: SLF001
+                "to_thread": lambda _n: asyncio.to_thread(lambda: None),
+            }[workload]
             closing = repo.aclose
         for n in range(_WARM_UP):
             await one(n)

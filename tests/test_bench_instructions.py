@@ -7,7 +7,7 @@ from pathlib import Path
 from bench.instructions import build_helper, count
 
 
-def test_a_count_repeats_and_sees_the_database_thread(tmp_path: Path) -> None:
+def test_a_count_repeats_and_grows_with_the_work(tmp_path: Path) -> None:
     helper = build_helper(tmp_path)
     empty = [count("unit", 5, tmp_path, helper) for _ in range(2)]
     written = count("coach", 5, tmp_path, helper)
