@@ -19,6 +19,8 @@ two stores' instructions is wider than the ratio of their CPU time.
 Workloads (``--turns`` each, after 50 of warm-up, one session in a fresh SQLite file):
 
 * ``coach``: ``write_batch`` of a turn (two messages, their two memory steps);
+* ``seed``: the seed API's turn (``add_session_message`` twice, ``save_agent_state``
+  with every step so far: three units of work);
 * ``peer``: openai-agents' ``SQLiteSession.add_items`` of the turn's two items;
 * ``unit``: coach's empty unit of work (``Database.run`` of nothing: the hand-off,
   ``BEGIN IMMEDIATE``, ``COMMIT``);
@@ -38,7 +40,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 COMMAND = "python -m bench.instructions"
-WORKLOADS = ("coach", "peer", "unit", "to_thread")
+WORKLOADS = ("coach", "seed", "peer", "unit", "to_thread")
 _HELPER = """#include <valgrind/callgrind.h>
 void count_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
 void count_stop(void) { CALLGRIND_DUMP_STATS; CALLGRIND_STOP_INSTRUMENTATION; }
@@ -100,8 +102,16 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
             user = await repo.get_or_create_user("bench")
             sid = (await repo.create_session(user.id, "challenge")).id
             ops = [turn_ops(sid, 2 * n, turn, chat_items(turn)) for n, turn in enumerate(written)]
+            steps = [step for op in ops for step in getattr(op, "steps", ())]
+
+            async def seed(n: int) -> None:
+                await repo.add_session_message(sid, "user", written[n].user)
+                await repo.add_session_message(sid, "assistant", written[n].assistant)
+                await repo.save_agent_state(sid, steps[: 2 * (n + 1)])
+
             one = {
                 "coach": lambda n: repo.write_batch(ops[n]),
+                "seed": seed,
                 "unit": lambda _n: repo._db.run(lambda _c: None, write=True, what="nothing"),  # noqa: SLF001
                 "to_thread": lambda _n: asyncio.to_thread(lambda: None),
             }[workload]

@@ -60,8 +60,9 @@ def message_text(step: object) -> tuple[str, str] | None:
 
 
 _OLDER: Final = AGENT_STEPS.alias("older")
-_COUNT: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
-_COUNT_LOCKED: Final = _COUNT.with_for_update(key_share=True)
+_COUNT_OF: Final = select(SESSIONS.c.memory_steps).where(SESSIONS.c.id == bindparam("b_id"))
+_COUNT: Final = DriverQuery(_COUNT_OF)
+_COUNT_LOCKED: Final = DriverQuery(_COUNT_OF.with_for_update(key_share=True))
 
 
 def encode_rows(
@@ -107,8 +108,8 @@ def encode_rows(
 def stored_count(conn: Connection, session_id: str, *, lock: bool = False) -> int | None:
     """The session's stored step count (``None``: no such session); ``lock`` holds the
     session row until the transaction ends."""
-    count = conn.execute(_COUNT_LOCKED if lock else _COUNT, {"b_id": session_id}).scalar()
-    return None if count is None else int(count)
+    rows = (_COUNT_LOCKED if lock else _COUNT).rows(conn, {"b_id": session_id})
+    return int(rows[0][0]) if rows else None
 
 
 def step_window(
