@@ -66,9 +66,8 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -83,6 +82,7 @@ from coach.persistence.crypto import Sealer, associated, new_data_key
 from coach.persistence.driver import utc
 from coach.persistence.resume import Loaded, read_resume
 from coach.persistence.schema import utcnow
+from coach.persistence.threads import Workers
 from coach.store import WriteOp
 
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, turn_ops
@@ -336,7 +336,10 @@ async def profile_recorder(count: int, top: int) -> ProfileResult:
 
 # --- a turn, layer by layer, without the profiler ------------------------------------------
 
-HAND_OFF = "for scale: a thread hand-off alone (a no-op on a worker thread; every store pays one)"
+HAND_OFF = (
+    "for scale: a thread hand-off alone (a no-op on a worker thread, handed off as coach "
+    "hands off; every store pays one)"
+)
 T_PEER = "for scale: the peer, agents `SQLiteSession.add_items` of the turn's two items"
 T_HAND = (
     "for scale: by hand — the turn's rows made by hand (`bench.handwritten`), then raw "
@@ -374,6 +377,18 @@ WHOLE = "+ the repository: the whole `write_batch`"
 LAYERS = (FLOOR, SQLALCHEMY, UNIT, APPLY, WHOLE)
 
 
+@contextmanager
+def _one_thread() -> Iterator[Workers]:
+    """A thread of the ladder's own, handed to as coach's units are (coach's
+    :class:`~coach.persistence.threads.Workers`): no row pays more for its hand-off than
+    coach's own, so a reference's row stays a lower bound."""
+    pool = Workers(1, "bench-ladder")
+    try:
+        yield pool
+    finally:
+        pool.shutdown()
+
+
 @dataclass(frozen=True)
 class Ladder:
     """CPU (µs) per write of each layer, one value per round: each layer of
@@ -395,7 +410,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         k: [] for k in (HAND_OFF, T_PEER, T_HAND, T_STACK, T_SEED, *LAYERS)
     }
     texts = turns(4, rounds * count)
-    with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
+    with sqlite_dir() as directory, _one_thread() as thread:
         coach = CoachBackend(sqlite_url(directory / "t.db"))
         await coach.open()
         peer = AgentsSQLiteBackend(directory / "a.db")
@@ -403,7 +418,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         session = await peer.new_session("s")
         await session.get_items(limit=1)  # its tables, outside the timing
         items = [peer.items(session, t) for t in texts]
-        repo, loop = coach.repo, asyncio.get_running_loop()
+        repo = coach.repo
         kept = KeptConnection(repo.database.sync_engine)
         apart = (*LAYERS, T_HAND, T_STACK, T_SEED)
         sessions = {layer: (await coach.new_session(layer)).id for layer in apart}
@@ -440,7 +455,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                 write(sqlite_of(conn))
 
         async def bare(n: int) -> None:
-            await loop.run_in_executor(thread, transaction, statements(SQLALCHEMY, n))
+            await thread.run(partial(transaction, statements(SQLALCHEMY, n)))
 
         async def hand_turn(n: int) -> None:
             (rows,) = hand_batches(ops[T_HAND][n], SECRET, sealer._aead)
@@ -454,7 +469,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             write = partial(
                 write_turn_rows, session_id=sid, start=2 * n, said=said, steps=rows.steps, at=at
             )
-            await loop.run_in_executor(thread, transaction, write)
+            await thread.run(partial(transaction, write))
 
         async def seed(n: int) -> None:
             sid = sessions[T_SEED]
@@ -462,11 +477,8 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                 (rows,) = hand_batches([op], SECRET, sealer._aead)
                 ((_, role, content),) = rows.messages
                 at = sqlite_time(rows.now)
-                await loop.run_in_executor(
-                    thread,
-                    transaction,
-                    partial(insert_message, session_id=sid, role=role, content=content, at=at),
-                )
+                write = partial(insert_message, session_id=sid, role=role, content=content, at=at)
+                await thread.run(partial(transaction, write))
             (rows,) = hand_batches(ops[T_SEED][n][2:], SECRET, sealer._aead)
 
             def append(db: sqlite3.Connection) -> None:
@@ -474,7 +486,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                 claim_steps(db, sid, 2 * n, len(rows.steps))
                 insert_steps(db, sid, rows.steps, [None] * len(rows.steps))
 
-            await loop.run_in_executor(thread, transaction, append)
+            await thread.run(partial(transaction, append))
 
         async def unit(n: int) -> None:
             write = statements(UNIT, n)
@@ -491,7 +503,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             await repo.write_batch(ops[WHOLE][n])
 
         runs: dict[str, Callable[[int], Awaitable[object]]] = {
-            HAND_OFF: lambda _n: loop.run_in_executor(thread, lambda: None),
+            HAND_OFF: lambda _n: thread.run(lambda: None),
             T_PEER: lambda n: peer.write_turn(session, items[n]),
             T_HAND: hand_turn,
             T_STACK: stack,
@@ -511,7 +523,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                         await runs[part](n)
                     parts[part].append((time.process_time() - start) / count * 1e6)
         finally:
-            await loop.run_in_executor(thread, kept.close)
+            await thread.run(kept.close)
             await peer.aclose()
             await by_hand.aclose()
             await raw.aclose()
@@ -690,7 +702,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
     parts: dict[str, list[float]] = {
         k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_HAND, R_WORK, R_FLOOR, *RESUME_LAYERS)
     }
-    with sqlite_dir() as directory, ThreadPoolExecutor(1) as thread:
+    with sqlite_dir() as directory, _one_thread() as thread:
         async with (
             resumable(directory / "r.db", size) as (handle, coach, raw),
             decoding(coach, raw) as decode,
@@ -699,7 +711,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
             await peer.open()
             session = await peer.new_session("s")
             await peer.bulk_load(session, turns(size, size))
-            repo, loop = coach.repo, asyncio.get_running_loop()
+            repo = coach.repo
             sealer = await repo.vault.sealer(coach.user_id)
             window, steps, _ = await raw.resume_rows()
             first = steps[0].seq
@@ -720,7 +732,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
                 )
 
             runs: dict[str, Callable[[], Awaitable[object]]] = {
-                HAND_OFF: lambda: loop.run_in_executor(thread, lambda: None),
+                HAND_OFF: lambda: thread.run(lambda: None),
                 R_PEER: lambda: peer.read_window(session),
                 R_RAW: lambda: raw.resume_rows(first=first),
                 R_C: c_work,
