@@ -64,14 +64,19 @@ def test_a_ledger_is_the_sum_of_its_behaviours_each_as_often_as_called() -> None
 
 def test_the_least_adds_the_ledger_to_the_reference_round_by_round() -> None:
     """``bench.results.least``: each target's reference in SQLAlchemy plus what coach keeps
-    on that path, over the target's anchor in the same round; for the 4 processes, the
-    reference's throughput with the kept CPU added to each message on the machine's CPUs."""
+    on that path, over the target's anchor in the same round (the seed API's reference
+    alone); for the 4 processes, the reference's throughput with the kept CPU added to
+    each message on the machine's CPUs."""
     ledgers = [
         Ledger("turn", "t", "turn", (Kept("a", 10.0, 2),)),  # 20 µs a turn
         Ledger("resume", "r", "resume", (Kept("b", 50.0, 1),)),  # 50 µs a resume
         Ledger("postgres 50 × 20", "m", "message", (Kept("c", 4.0, 1),)),  # 4 µs a message
     ]
-    parts = {profiles.T_STACK: [130.0, 280.0, 180.0], profiles.T_PEER: [100.0, 200.0, 100.0]}
+    parts = {
+        profiles.T_STACK: [130.0, 280.0, 180.0],
+        profiles.T_SEED: [260.0, 500.0, 240.0],
+        profiles.T_PEER: [100.0, 200.0, 100.0],
+    }
     resume = {
         storage_speed.HAND_STACK: [Batch(0.25, 0.25, 100), Batch(0.30, 0.30, 100)],
         storage_speed.PEER: [Batch(0.10, 0.10, 100), Batch(0.10, 0.10, 100)],
@@ -97,6 +102,9 @@ def test_the_least_adds_the_ledger_to_the_reference_round_by_round() -> None:
     turn = found["write_batch / SQLiteSession"]
     assert (turn.median, turn.low, turn.high) == pytest.approx((1.5, 1.5, 2.0))
     assert turn.met  # at the line: the median on its side meets it
+    seed = found["seed API / SQLiteSession"]  # its reference alone: the ledger only adds
+    assert (seed.median, seed.low, seed.high) == pytest.approx((2.5, 2.4, 2.6))
+    assert seed.met and seed.target == 2.5 and "alone" in seed.label
     # (2.5 ms + 50 µs) / 1 ms and (3 ms + 50 µs) / 1 ms
     assert found["live resume / SQLiteSession last 50"].median == pytest.approx(2.8)
     message = found["recorder / raw, postgres 50 × 20"]
