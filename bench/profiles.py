@@ -82,7 +82,6 @@ from coach.persistence.crypto import Sealer, associated, new_data_key
 from coach.persistence.driver import utc
 from coach.persistence.resume import Loaded, read_resume
 from coach.persistence.schema import utcnow
-from coach.persistence.threads import Workers
 from coach.store import WriteOp
 
 from .backends import SECRET, AgentsSQLiteBackend, CoachBackend, CoachSession, turn_ops
@@ -90,6 +89,7 @@ from .handwritten import hand_batches
 from .measure import sqlite_dir, sqlite_url, table
 from .rawrows import (
     KeptConnection,
+    OneThread,
     RawAsyncpg,
     RawBatch,
     RawOverSQLAlchemy,
@@ -378,15 +378,14 @@ LAYERS = (FLOOR, SQLALCHEMY, UNIT, APPLY, WHOLE)
 
 
 @contextmanager
-def _one_thread() -> Iterator[Workers]:
-    """A thread of the ladder's own, handed to as coach's units are (coach's
-    :class:`~coach.persistence.threads.Workers`): no row pays more for its hand-off than
-    coach's own, so a reference's row stays a lower bound."""
-    pool = Workers(1, "bench-ladder")
+def _one_thread() -> Iterator[OneThread]:
+    """The ladder's references' thread (:class:`~.rawrows.OneThread`: handed to as coach
+    hands off), shut down at the end."""
+    thread = OneThread("bench-ladder")
     try:
-        yield pool
+        yield thread
     finally:
-        pool.shutdown()
+        thread.pool.shutdown()
 
 
 @dataclass(frozen=True)
@@ -455,7 +454,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                 write(sqlite_of(conn))
 
         async def bare(n: int) -> None:
-            await thread.run(partial(transaction, statements(SQLALCHEMY, n)))
+            await thread.call(partial(transaction, statements(SQLALCHEMY, n)))
 
         async def hand_turn(n: int) -> None:
             (rows,) = hand_batches(ops[T_HAND][n], SECRET, sealer._aead)
@@ -469,7 +468,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             write = partial(
                 write_turn_rows, session_id=sid, start=2 * n, said=said, steps=rows.steps, at=at
             )
-            await thread.run(partial(transaction, write))
+            await thread.call(partial(transaction, write))
 
         async def seed(n: int) -> None:
             sid = sessions[T_SEED]
@@ -478,7 +477,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                 ((_, role, content),) = rows.messages
                 at = sqlite_time(rows.now)
                 write = partial(insert_message, session_id=sid, role=role, content=content, at=at)
-                await thread.run(partial(transaction, write))
+                await thread.call(partial(transaction, write))
             (rows,) = hand_batches(ops[T_SEED][n][2:], SECRET, sealer._aead)
 
             def append(db: sqlite3.Connection) -> None:
@@ -486,7 +485,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                 claim_steps(db, sid, 2 * n, len(rows.steps))
                 insert_steps(db, sid, rows.steps, [None] * len(rows.steps))
 
-            await thread.run(partial(transaction, append))
+            await thread.call(partial(transaction, append))
 
         async def unit(n: int) -> None:
             write = statements(UNIT, n)
@@ -503,7 +502,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
             await repo.write_batch(ops[WHOLE][n])
 
         runs: dict[str, Callable[[int], Awaitable[object]]] = {
-            HAND_OFF: lambda _n: thread.run(lambda: None),
+            HAND_OFF: lambda _n: thread.call(lambda: None),
             T_PEER: lambda n: peer.write_turn(session, items[n]),
             T_HAND: hand_turn,
             T_STACK: stack,
@@ -523,7 +522,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
                         await runs[part](n)
                     parts[part].append((time.process_time() - start) / count * 1e6)
         finally:
-            await thread.run(kept.close)
+            await thread.call(kept.close)
             await peer.aclose()
             await by_hand.aclose()
             await raw.aclose()
@@ -732,7 +731,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
                 )
 
             runs: dict[str, Callable[[], Awaitable[object]]] = {
-                HAND_OFF: lambda: thread.run(lambda: None),
+                HAND_OFF: lambda: thread.call(lambda: None),
                 R_PEER: lambda: peer.read_window(session),
                 R_RAW: lambda: raw.resume_rows(first=first),
                 R_C: c_work,
