@@ -23,7 +23,7 @@ from coach.persistence import Repository, open_repository
 from coach.persistence.conversation import conversation_select
 from coach.persistence.driver import DriverQuery, insert_messages, insert_steps
 from coach.persistence.engine import Database, driver_sql, is_transient
-from coach.persistence.schema import SESSIONS, UTCDateTime
+from coach.persistence.schema import SESSIONS, HexId, UTCDateTime
 from coach.persistence.sessions import session_select
 from coach.state import DeltaSpec
 from coach.store import AddMessage, SavePhaseOutput
@@ -481,3 +481,27 @@ def test_a_naive_time_is_refused_on_every_dialect() -> None:
         with pytest.raises(ValueError, match="naive datetimes are not stored"):
             bind(datetime(2026, 1, 1))
         assert bind(None) is None
+
+
+_POSTGRES = create_engine("postgresql+asyncpg://x@localhost/x").dialect
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.timezones()
+    ),
+    st.one_of(st.none(), st.text(max_size=40), st.uuids().map(lambda u: u.hex)),
+)
+@settings(deadline=None)
+def test_ids_and_times_are_bound_as_sqlalchemy_binds_them(at: datetime, ident: str | None) -> None:
+    """Where coach binds an id or a time with its own function (skipping the type
+    decorator's wrapper), the value must be the one SQLAlchemy's own processing makes:
+    an id as itself or the nil id, a time in UTC, on every dialect coach runs on."""
+    for dialect in (_SQLITE, _POSTGRES):
+        for kind, value in ((HexId(), ident), (UTCDateTime(), at)):
+            impl = kind.dialect_impl(dialect)
+            assert isinstance(impl, TypeDecorator)
+            ours = impl.bind_processor(dialect)
+            theirs: Any = TypeDecorator.bind_processor(impl, dialect)
+            assert ours is not None and theirs is not None
+            assert ours(value) == theirs(value)

@@ -84,6 +84,12 @@ SEALED: Final[Mapping[str, Sealed]] = {
 }
 """What is sealed: every personal column, by table, and the columns bound into each
 value's associated data. Ids, statuses, times and counts stay clear."""
+_SEALING: Final = {
+    table: (tuple((column, f"{table}.{column}") for column in spec.columns), spec.row)
+    for table, spec in SEALED.items()
+}
+"""Each table's personal columns with their associated data's head, and its naming
+columns: :meth:`Sealer.seal_row` runs for every message and step written."""
 
 
 def new_data_key() -> bytes:
@@ -129,7 +135,9 @@ class Sealer:
         return None if value is None else self._sealed(value, associated(table, column, row))
 
     def _sealed(self, value: Any, associated_data: bytes) -> bytes:
-        if isinstance(value, str):
+        if type(value) is bytes:  # a memory step's payload: no copy before the cipher's
+            plain = _BYTES + value
+        elif isinstance(value, str):
             plain = _TEXT + value.encode("utf-8", "surrogatepass")
         elif isinstance(value, bytes | bytearray | memoryview):
             plain = _BYTES + bytes(value)
@@ -178,13 +186,14 @@ class Sealer:
     def seal_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a row to insert) with its personal columns sealed; the row's
         naming columns must be among ``values``."""
-        spec, out, named = SEALED[table], dict(values), None
-        for column in spec.columns:
+        heads, naming = _SEALING[table]
+        out, named = dict(values), None
+        for column, head in heads:
             value = out.get(column)
             if value is not None:
                 if named is None:
-                    named = _named([values[name] for name in spec.row])
-                out[column] = self._sealed(value, _associated(table, column, named))
+                    named = _named(map(values.__getitem__, naming))
+                out[column] = self._sealed(value, (head + named).encode())
         return out
 
     def open_row(self, table: str, values: Mapping[str, Any]) -> dict[str, Any]:

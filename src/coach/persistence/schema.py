@@ -118,9 +118,10 @@ class HexId(TypeDecorator[str]):
         return _hex_id(value)
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
-        """On SQLite, :func:`_hex_id` itself: the text is stored as it is, and the
-        decorator's own processor would add two calls to every id bound."""
-        if dialect.name != "sqlite":
+        """:func:`_hex_id` itself where the dialect's own type binds the text as it is
+        (SQLite's text; PostgreSQL's ``uuid`` through asyncpg, which takes the hex):
+        the decorator's own processor would add two calls to every id bound."""
+        if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
             return super().bind_processor(dialect)
         return _hex_id
 
@@ -133,6 +134,11 @@ def _in_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         raise ValueError("naive datetimes are not stored; use an aware UTC datetime")
     return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _bind_utc(value: datetime | None) -> datetime | None:
+    """A time as :class:`UTCDateTime` binds it for a driver that takes aware times."""
+    return None if value is None else _in_utc(value)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -153,9 +159,13 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         """On SQLite, the text SQLAlchemy's ``DATETIME`` stores, made in one step: its
-        own processor formats seven fields through a dict, half of a time's bind."""
+        own processor formats seven fields through a dict, half of a time's bind.
+        Elsewhere :func:`_in_utc` itself, where the dialect's own type binds the time as
+        it is (asyncpg's ``timestamptz``): the decorator's processor adds two calls."""
         if dialect.name != "sqlite":
-            return super().bind_processor(dialect)
+            if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
+                return super().bind_processor(dialect)
+            return _bind_utc
 
         def process(value: datetime | None) -> str | None:
             if value is None:
