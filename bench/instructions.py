@@ -25,6 +25,24 @@ Workloads (``--turns`` each, after 50 of warm-up, one session in a fresh SQLite 
 * ``unit``: coach's empty unit of work (``Database.run`` of nothing: the hand-off,
   ``BEGIN IMMEDIATE``, ``COMMIT``);
 * ``to_thread``: ``asyncio.to_thread`` of nothing (the standard hand-off).
+
+And the recorder's batch path (:mod:`bench.recorder_cpu`'s workloads, counted **per
+message**): ``--turns`` turns spread round-robin over 50 sessions, after 4 turns of
+each as warm-up, submitted as that bench submits them (a yield to the loop a turn),
+every batch 100 ops:
+
+* ``recorder``: coach's ``Recorder`` over coach's repository, until flushed;
+* ``recorder_floor``: the same recorder over raw's writer (coach's encoding, raw
+  ``sqlite3``'s statements: :class:`bench.rawrows.RawStore`);
+* ``recorder_raw``: raw ``sqlite3`` writing the same rows, made before the count;
+* ``recorder_stack``: the rows made by hand (:mod:`bench.handwritten`) and raw's
+  statements in SQLAlchemy's connection and transaction, no recorder;
+* ``recorder_idle``: the recorder over a store that writes nothing;
+* ``yields``: the workload's yields to the loop alone, no recorder;
+* ``recorder_pg``, ``recorder_floor_pg``: coach's recorder on PostgreSQL, and the same
+  recorder over raw's statements through SQLAlchemy's asyncpg adapter (the floor
+  through SQLAlchemy of section 5). PostgreSQL's own instructions (the server) are in
+  neither.
 """
 
 from __future__ import annotations
@@ -32,15 +50,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import gc
 import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 COMMAND = "python -m bench.instructions"
 WORKLOADS = ("coach", "seed", "peer", "unit", "to_thread")
+BATCH_WORKLOADS = (
+    "recorder", "recorder_floor", "recorder_raw", "recorder_stack", "recorder_idle", "yields",
+    "recorder_pg", "recorder_floor_pg",
+)  # fmt: skip
+"""Counted per message (the rest per turn)."""
+SESSIONS = 50
 _HELPER = """#include <valgrind/callgrind.h>
 void count_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
 void count_stop(void) { CALLGRIND_DUMP_STATS; CALLGRIND_STOP_INSTRUMENTATION; }
@@ -87,6 +114,9 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
     from .text import turns as texts
 
     library = ctypes.CDLL(str(helper))
+    if workload in BATCH_WORKLOADS:
+        await _batch_child(workload, turns, library)
+        return
     written = texts(1, _WARM_UP + turns)
     with tempfile.TemporaryDirectory() as tmp:
         one: Callable[[int], Awaitable[object]]
@@ -125,6 +155,125 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
         await closing()
 
 
+async def _batch_child(workload: str, turns: int, library: Any) -> None:
+    """One of :data:`BATCH_WORKLOADS`, counted from its first submit to its flush."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from coach.conversation.recorder import Recorder
+    from coach.persistence import open_repository
+    from coach.persistence.codec import StepCodec
+    from coach.persistence.crypto import new_data_key
+    from coach.store import AppendSteps
+
+    from .backends import SECRET
+    from .handwritten import write_hand_batches
+    from .measure import coach_keys, sqlite_url
+    from .rawrows import (
+        RawOverSQLAlchemy,
+        RawSQLite,
+        RawSQLiteOverSQLAlchemy,
+        RawStore,
+        raw_batches,
+    )
+    from .recorder_cpu import BATCH, new_sessions, pg_repo
+    from .recorder_cpu import workload as batch_ops
+
+    warm_turns = 4
+
+    async def record(store: Any, ops: Sequence[Any], counted: bool) -> None:
+        recorder = Recorder(store, max_batch=BATCH)
+        recorder.start()
+        gc.collect()
+        if counted:
+            library.count_start()
+        for n, op in enumerate(ops):
+            recorder.submit(op)
+            if n % 3 == 2:  # the end of a turn: a conversation yields between turns
+                if recorder.saturated:
+                    await recorder.wait_for_capacity()
+                await asyncio.sleep(0)
+        await recorder.flush()
+        if counted:
+            library.count_stop()
+        stats = recorder.stats()
+        await recorder.aclose()
+        if stats.errors or stats.written != len(ops):
+            raise RuntimeError(f"the recorder lost writes: {stats}")
+
+    def both(ids: list[str]) -> tuple[list[Any], list[Any]]:
+        """The warm-up's ops, and the counted ones after them (steps numbered on)."""
+        per = max(1, turns // SESSIONS)
+        later = [
+            replace(op, start=op.start + 2 * warm_turns) if isinstance(op, AppendSteps) else op
+            for op in batch_ops(ids, per, seed=2)
+        ]
+        return batch_ops(ids, warm_turns, seed=1), later
+
+    class Idle:
+        async def write_batch(self, ops: Sequence[Any]) -> None:
+            """Write nothing."""
+
+    if workload.endswith("_pg"):
+        async with pg_repo() as (repo, _dsn, url):
+            warm, ops = both(await new_sessions(repo, SESSIONS))
+            store: Any = repo
+            if workload == "recorder_floor_pg":
+                stack = RawOverSQLAlchemy(url)
+                await stack.open()
+                store = RawStore(stack, StepCodec(SECRET))
+            await record(store, warm, False)
+            await record(store, ops, True)
+            if workload == "recorder_floor_pg":
+                await stack.aclose()
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.db"
+        url = sqlite_url(path)
+        repo = await open_repository(url, **coach_keys(url), secret=SECRET, create_schema=True)
+        warm, ops = both(await new_sessions(repo, SESSIONS))
+        if workload == "recorder":
+            await record(repo, warm, False)
+            await record(repo, ops, True)
+        await repo.aclose()
+        if workload in ("recorder_idle", "yields"):
+            if workload == "recorder_idle":
+                await record(Idle(), warm, False)
+                await record(Idle(), ops, True)
+                return
+            gc.collect()
+            library.count_start()
+            for n in range(len(ops)):
+                if n % 3 == 2:
+                    await asyncio.sleep(0)
+            library.count_stop()
+        elif workload == "recorder_stack":
+            kept = RawSQLiteOverSQLAlchemy(url)
+            await kept.open()
+            aead = AESGCM(new_data_key())
+            await write_hand_batches(kept, warm, SECRET, aead, BATCH)
+            gc.collect()
+            library.count_start()
+            await write_hand_batches(kept, ops, SECRET, aead, BATCH)
+            library.count_stop()
+            await kept.aclose()
+        elif workload in ("recorder_floor", "recorder_raw"):
+            raw = RawSQLite(path)
+            await raw.open()
+            if workload == "recorder_floor":
+                await record(RawStore(raw, StepCodec(SECRET)), warm, False)
+                await record(RawStore(raw, StepCodec(SECRET)), ops, True)
+            else:
+                for rows in raw_batches(warm, StepCodec(SECRET), BATCH):
+                    await raw.write(rows)
+                made = raw_batches(ops, StepCodec(SECRET), BATCH)
+                gc.collect()
+                library.count_start()
+                for rows in made:
+                    await raw.write(rows)
+                library.count_stop()
+            await raw.aclose()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
@@ -132,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("workloads", nargs="*", help=f"of {', '.join(WORKLOADS)} (all)")
     args = parser.parse_args(argv)
-    if unknown := sorted(set(args.workloads) - set(WORKLOADS)):
+    if unknown := sorted(set(args.workloads) - set(WORKLOADS) - set(BATCH_WORKLOADS)):
         parser.error(f"no such workload: {', '.join(unknown)}")
     args.workloads = args.workloads or list(WORKLOADS)
     if args.child is not None:
@@ -140,10 +289,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         helper = build_helper(Path(tmp))
-        print(f"{COMMAND} --turns {args.turns}: instructions per turn (valgrind, every thread)")
+        print(f"{COMMAND} --turns {args.turns}: instructions (valgrind, every thread)")
         for workload in args.workloads:
-            per_turn = count(workload, args.turns, Path(tmp), helper) / args.turns
-            print(f"  {workload}: {per_turn:,.0f}")
+            if workload in BATCH_WORKLOADS:
+                messages = 2 * SESSIONS * max(1, args.turns // SESSIONS)
+                per = count(workload, args.turns, Path(tmp), helper) / messages
+                print(f"  {workload}: {per:,.0f} a message")
+            else:
+                per = count(workload, args.turns, Path(tmp), helper) / args.turns
+                print(f"  {workload}: {per:,.0f} a turn")
 
 
 if __name__ == "__main__":

@@ -13,3 +13,10 @@ def test_a_count_repeats_and_grows_with_the_work(tmp_path: Path) -> None:
     written = count("coach", 5, tmp_path, helper)
     assert abs(empty[0] - empty[1]) < 0.02 * empty[0]  # the same work, the same count
     assert written > 2 * empty[0] > 0  # a turn's write: all an empty unit does, and more
+
+
+def test_the_recorders_batch_path_counts_coach_over_raw(tmp_path: Path) -> None:
+    helper = build_helper(tmp_path)
+    raw = count("recorder_raw", 50, tmp_path, helper)
+    coach = count("recorder", 50, tmp_path, helper)
+    assert coach > 2 * raw > 0  # coach encodes, seals and signs what raw was handed made
