@@ -175,7 +175,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
         RawStore,
         raw_batches,
     )
-    from .recorder_cpu import BATCH, new_sessions, pg_repo
+    from .recorder_cpu import BATCH, new_sessions, pg_repo, submit_all
     from .recorder_cpu import workload as batch_ops
 
     warm_turns = 4
@@ -186,12 +186,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
         gc.collect()
         if counted:
             library.count_start()
-        for n, op in enumerate(ops):
-            recorder.submit(op)
-            if n % 3 == 2:  # the end of a turn: a conversation yields between turns
-                if recorder.saturated:
-                    await recorder.wait_for_capacity()
-                await asyncio.sleep(0)
+        await submit_all(recorder, ops)
         await recorder.flush()
         if counted:
             library.count_stop()

@@ -169,6 +169,17 @@ class _CountingStore:
         return getattr(self._repo, name)
 
 
+async def submit_all(recorder: Recorder, ops: Sequence[Any]) -> None:
+    """Submit ``ops`` (turns of three) as fast as back-pressure allows, yielding to the
+    loop at the end of each turn as a conversation does."""
+    for n, op in enumerate(ops):
+        recorder.submit(op)
+        if n % 3 == 2:
+            if recorder.saturated:
+                await recorder.wait_for_capacity()
+            await asyncio.sleep(0)
+
+
 async def record(repo: Any, ops: Sequence[Any]) -> tuple[float, float, float]:
     """Record ``ops`` through a new ``Recorder``: (CPU s, wall s, ops per commit)."""
     store = _CountingStore(repo)
@@ -176,12 +187,7 @@ async def record(repo: Any, ops: Sequence[Any]) -> tuple[float, float, float]:
     recorder.start()
     gc.collect()
     cpu, wall = time.process_time(), time.perf_counter()
-    for n, op in enumerate(ops):
-        recorder.submit(op)
-        if n % 3 == 2:  # the end of a turn: a conversation yields between turns
-            if recorder.saturated:
-                await recorder.wait_for_capacity()
-            await asyncio.sleep(0)
+    await submit_all(recorder, ops)
     await recorder.flush()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     stats = recorder.stats()
