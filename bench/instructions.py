@@ -230,11 +230,12 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
             await record(repo, warm, False)
             await record(repo, ops, True)
         await repo.aclose()
-        if workload in ("recorder_idle", "yields"):
-            if workload == "recorder_idle":
-                await record(Idle(), warm, False)
-                await record(Idle(), ops, True)
-                return
+        raw = RawSQLite(path)
+        await raw.open()
+        if workload == "recorder_idle":
+            await record(Idle(), warm, False)
+            await record(Idle(), ops, True)
+        elif workload == "yields":
             gc.collect()
             library.count_start()
             for n in range(len(ops)):
@@ -251,22 +252,19 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
             await write_hand_batches(kept, ops, SECRET, aead, BATCH)
             library.count_stop()
             await kept.aclose()
-        elif workload in ("recorder_floor", "recorder_raw"):
-            raw = RawSQLite(path)
-            await raw.open()
-            if workload == "recorder_floor":
-                await record(RawStore(raw, StepCodec(SECRET)), warm, False)
-                await record(RawStore(raw, StepCodec(SECRET)), ops, True)
-            else:
-                for rows in raw_batches(warm, StepCodec(SECRET), BATCH):
-                    await raw.write(rows)
-                made = raw_batches(ops, StepCodec(SECRET), BATCH)
-                gc.collect()
-                library.count_start()
-                for rows in made:
-                    await raw.write(rows)
-                library.count_stop()
-            await raw.aclose()
+        elif workload == "recorder_floor":
+            await record(RawStore(raw, StepCodec(SECRET)), warm, False)
+            await record(RawStore(raw, StepCodec(SECRET)), ops, True)
+        elif workload == "recorder_raw":
+            for rows in raw_batches(warm, StepCodec(SECRET), BATCH):
+                await raw.write(rows)
+            made = raw_batches(ops, StepCodec(SECRET), BATCH)
+            gc.collect()
+            library.count_start()
+            for rows in made:
+                await raw.write(rows)
+            library.count_stop()
+        await raw.aclose()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
