@@ -42,7 +42,12 @@ every batch 100 ops:
 * ``recorder_pg``, ``recorder_floor_pg``: coach's recorder on PostgreSQL, and the same
   recorder over raw's statements through SQLAlchemy's asyncpg adapter (the floor
   through SQLAlchemy of section 5). PostgreSQL's own instructions (the server) are in
-  neither.
+  neither, and the loop's wake-ups follow the server's answers, so these two move by
+  several per cent from run to run;
+* ``batches_pg``, ``batches_floor_pg``: the same ops as 100-op batches with no
+  recorder, the same count each time: coach's ``write_batch`` of each, and the floor's
+  work — the batch's rows and seals made by coach's functions
+  (:func:`bench.rawrows.raw_batches`), raw's statements in coach's unit of work.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ COMMAND = "python -m bench.instructions"
 WORKLOADS = ("coach", "seed", "peer", "unit", "to_thread")
 BATCH_WORKLOADS = (
     "recorder", "recorder_floor", "recorder_raw", "recorder_stack", "recorder_idle", "yields",
-    "recorder_pg", "recorder_floor_pg",
+    "recorder_pg", "recorder_floor_pg", "batches_pg", "batches_floor_pg",
 )  # fmt: skip
 """Counted per message (the rest per turn)."""
 SESSIONS = 50
@@ -173,6 +178,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
         RawSQLite,
         RawSQLiteOverSQLAlchemy,
         RawStore,
+        pg_statements,
         raw_batches,
     )
     from .recorder_cpu import BATCH, new_sessions, pg_repo, submit_all
@@ -208,6 +214,24 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
         async def write_batch(self, ops: Sequence[Any]) -> None:
             """Write nothing."""
 
+    if workload.startswith("batches"):
+        async with pg_repo() as (repo, _dsn, _url):
+            ids = await new_sessions(repo, SESSIONS)
+            sealer = (await repo._owners.of_sessions(ids[:1]))[ids[0]]  # noqa: SLF001
+            for n, part in enumerate(both(ids)):
+                batches = [part[i : i + BATCH] for i in range(0, len(part), BATCH)]
+                gc.collect()
+                if n:
+                    library.count_start()
+                for batch in batches:
+                    if workload == "batches_pg":
+                        await repo.write_batch(batch)
+                    else:  # the floor's work: coach's rows and seals, raw's statements
+                        rows = raw_batches(batch, repo._codec, BATCH, sealer)[0]  # noqa: SLF001
+                        await repo._db.run(pg_statements(rows), write=True, what="raw")  # noqa: SLF001
+                if n:
+                    library.count_stop()
+        return
     if workload.endswith("_pg"):
         async with pg_repo() as (repo, _dsn, url):
             warm, ops = both(await new_sessions(repo, SESSIONS))
