@@ -66,8 +66,8 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -377,17 +377,6 @@ WHOLE = "+ the repository: the whole `write_batch`"
 LAYERS = (FLOOR, SQLALCHEMY, UNIT, APPLY, WHOLE)
 
 
-@contextmanager
-def _one_thread() -> Iterator[OneThread]:
-    """The ladder's references' thread (:class:`~.rawrows.OneThread`: handed to as coach
-    hands off), shut down at the end."""
-    thread = OneThread("bench-ladder")
-    try:
-        yield thread
-    finally:
-        thread.pool.shutdown()
-
-
 @dataclass(frozen=True)
 class Ladder:
     """CPU (µs) per write of each layer, one value per round: each layer of
@@ -409,7 +398,7 @@ async def turn_parts(rounds: int, count: int) -> Ladder:
         k: [] for k in (HAND_OFF, T_PEER, T_HAND, T_STACK, T_SEED, *LAYERS)
     }
     texts = turns(4, rounds * count)
-    with sqlite_dir() as directory, _one_thread() as thread:
+    with sqlite_dir() as directory, closing(OneThread("bench-ladder")) as thread:
         coach = CoachBackend(sqlite_url(directory / "t.db"))
         await coach.open()
         peer = AgentsSQLiteBackend(directory / "a.db")
@@ -701,7 +690,7 @@ async def resume_parts(rounds: int, reads: int, size: int = 2000) -> Ladder:
     parts: dict[str, list[float]] = {
         k: [] for k in (HAND_OFF, R_PEER, R_RAW, R_C, R_HAND, R_WORK, R_FLOOR, *RESUME_LAYERS)
     }
-    with sqlite_dir() as directory, _one_thread() as thread:
+    with sqlite_dir() as directory, closing(OneThread("bench-ladder")) as thread:
         async with (
             resumable(directory / "r.db", size) as (handle, coach, raw),
             decoding(coach, raw) as decode,

@@ -186,6 +186,10 @@ class OneThread:
         """``fn()`` on the worker thread."""
         return await self.pool.run(fn)
 
+    def close(self) -> None:
+        """End the worker thread (a unit still running finishes first)."""
+        self.pool.shutdown()
+
 
 class RawSQLite(OneThread):
     """stdlib ``sqlite3`` in one worker thread, with coach's PRAGMAs: one hand-off and
@@ -221,7 +225,7 @@ class RawSQLite(OneThread):
         if self.conn is not None:
             await self.call(self.conn.close)
             self.conn = None
-        self.pool.shutdown()
+        self.close()
 
 
 PG_CLAIMS = (
@@ -427,7 +431,7 @@ class RawSQLiteOverSQLAlchemy(OneThread):
         if self.database is not None:
             await self.database.dispose()
             self.database = None
-        self.pool.shutdown()
+        self.close()
 
 
 class RawStore:

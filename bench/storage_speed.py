@@ -341,7 +341,7 @@ class RawCoachRows(OneThread):
         if self.conn is not None:
             await self.call(self.conn.close)
             self.conn = None
-        self.pool.shutdown()
+        self.close()
 
 
 def resume_rows(
