@@ -91,6 +91,12 @@ def _in(column: str, values: tuple[str, ...]) -> str:
     return f'"{column}" IN ({quoted})'
 
 
+def _binds_as_is(kind: TypeDecorator[Any], dialect: Dialect) -> bool:
+    """Whether ``kind``'s type on ``dialect`` takes a value with no processor of its own:
+    then the decorator's own bind (its ``process_bind_param``) is all there is to do."""
+    return kind.load_dialect_impl(dialect).bind_processor(dialect) is None
+
+
 def _hex_id(value: str | None) -> str | None:
     """An id as bound: itself if it is 32 hex digits, else the nil id."""
     if value is None:
@@ -121,9 +127,7 @@ class HexId(TypeDecorator[str]):
         """:func:`_hex_id` itself where the dialect's own type binds the text as it is
         (SQLite's text; PostgreSQL's ``uuid`` through asyncpg, which takes the hex):
         the decorator's own processor would add two calls to every id bound."""
-        if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
-            return super().bind_processor(dialect)
-        return _hex_id
+        return _hex_id if _binds_as_is(self, dialect) else super().bind_processor(dialect)
 
     def process_result_value(self, value: object, dialect: Dialect) -> str | None:
         return None if value is None else str(value).replace("-", "")
@@ -163,9 +167,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         Elsewhere :func:`_in_utc` itself, where the dialect's own type binds the time as
         it is (asyncpg's ``timestamptz``): the decorator's processor adds two calls."""
         if dialect.name != "sqlite":
-            if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
-                return super().bind_processor(dialect)
-            return _bind_utc
+            return _bind_utc if _binds_as_is(self, dialect) else super().bind_processor(dialect)
 
         def process(value: datetime | None) -> str | None:
             if value is None:
