@@ -54,13 +54,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ctypes
 import gc
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -161,13 +162,13 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
 
 
 async def _batch_child(workload: str, turns: int, library: Any) -> None:
-    """One of :data:`BATCH_WORKLOADS`, counted from its first submit to its flush."""
+    """One of :data:`BATCH_WORKLOADS`: its warm-up, then its counted part."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     from coach.conversation.recorder import Recorder
     from coach.persistence import open_repository
     from coach.persistence.codec import StepCodec
-    from coach.persistence.crypto import new_data_key
+    from coach.persistence.crypto import Sealer, new_data_key
     from coach.store import AppendSteps
 
     from .backends import SECRET
@@ -184,110 +185,99 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
     from .recorder_cpu import BATCH, new_sessions, pg_repo, submit_all
     from .recorder_cpu import workload as batch_ops
 
-    warm_turns = 4
+    warm_turns, codec = 4, StepCodec(SECRET)
 
-    async def record(store: Any, ops: Sequence[Any], counted: bool) -> None:
-        recorder = Recorder(store, max_batch=BATCH)
-        recorder.start()
+    @contextlib.contextmanager
+    def counting(counted: bool = True) -> Iterator[None]:
         gc.collect()
         if counted:
             library.count_start()
-        await submit_all(recorder, ops)
-        await recorder.flush()
+        yield
         if counted:
             library.count_stop()
-        stats = recorder.stats()
-        await recorder.aclose()
-        if stats.errors or stats.written != len(ops):
-            raise RuntimeError(f"the recorder lost writes: {stats}")
 
-    def both(ids: list[str]) -> tuple[list[Any], list[Any]]:
+    def parts(ids: list[str]) -> tuple[list[Any], list[Any]]:
         """The warm-up's ops, and the counted ones after them (steps numbered on)."""
-        per = max(1, turns // SESSIONS)
         later = [
             replace(op, start=op.start + 2 * warm_turns) if isinstance(op, AppendSteps) else op
-            for op in batch_ops(ids, per, seed=2)
+            for op in batch_ops(ids, max(1, turns // SESSIONS), seed=2)
         ]
         return batch_ops(ids, warm_turns, seed=1), later
+
+    async def record(store: Any, ids: list[str]) -> None:
+        """The warm-up, then the counted ops, each through a new recorder, flushed."""
+        for counted, ops in enumerate(parts(ids)):
+            recorder = Recorder(store, max_batch=BATCH)
+            recorder.start()
+            with counting(bool(counted)):
+                await submit_all(recorder, ops)
+                await recorder.flush()
+            stats = recorder.stats()
+            await recorder.aclose()
+            if stats.errors or stats.written != len(ops):
+                raise RuntimeError(f"the recorder lost writes: {stats}")
 
     class Idle:
         async def write_batch(self, ops: Sequence[Any]) -> None:
             """Write nothing."""
 
-    if workload.startswith("batches"):
-        async with pg_repo() as (repo, _dsn, _url):
-            ids = await new_sessions(repo, SESSIONS)
-            sealer = (await repo._owners.of_sessions(ids[:1]))[ids[0]]  # noqa: SLF001
-            for n, part in enumerate(both(ids)):
-                batches = [part[i : i + BATCH] for i in range(0, len(part), BATCH)]
-                gc.collect()
-                if n:
-                    library.count_start()
-                for batch in batches:
-                    if workload == "batches_pg":
-                        await repo.write_batch(batch)
-                    else:  # the floor's work: coach's rows and seals, raw's statements
-                        rows = raw_batches(batch, repo._codec, BATCH, sealer)[0]  # noqa: SLF001
-                        await repo._db.run(pg_statements(rows), write=True, what="raw")  # noqa: SLF001
-                if n:
-                    library.count_stop()
-        return
     if workload.endswith("_pg"):
         async with pg_repo() as (repo, _dsn, url):
-            warm, ops = both(await new_sessions(repo, SESSIONS))
-            store: Any = repo
-            if workload == "recorder_floor_pg":
+            ids = await new_sessions(repo, SESSIONS)
+            if workload == "recorder_pg":
+                await record(repo, ids)
+            elif workload == "recorder_floor_pg":
                 stack = RawOverSQLAlchemy(url)
                 await stack.open()
-                store = RawStore(stack, StepCodec(SECRET))
-            await record(store, warm, False)
-            await record(store, ops, True)
-            if workload == "recorder_floor_pg":
+                await record(RawStore(stack, codec), ids)
                 await stack.aclose()
+            else:  # the batches themselves, with no recorder
+                sealer = Sealer("raw", new_data_key())
+                for counted, ops in enumerate(parts(ids)):
+                    with counting(bool(counted)):
+                        for first in range(0, len(ops), BATCH):
+                            batch = ops[first : first + BATCH]
+                            if workload == "batches_pg":
+                                await repo.write_batch(batch)
+                            else:  # the floor's work: coach's rows and seals, raw's SQL
+                                (rows,) = raw_batches(batch, codec, BATCH, sealer)
+                                await repo.database.run(pg_statements(rows), write=True, what="raw")
         return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "c.db"
         url = sqlite_url(path)
         repo = await open_repository(url, **coach_keys(url), secret=SECRET, create_schema=True)
-        warm, ops = both(await new_sessions(repo, SESSIONS))
+        ids = await new_sessions(repo, SESSIONS)
         if workload == "recorder":
-            await record(repo, warm, False)
-            await record(repo, ops, True)
+            await record(repo, ids)
         await repo.aclose()
+        warm, ops = parts(ids)
         raw = RawSQLite(path)
         await raw.open()
         if workload == "recorder_idle":
-            await record(Idle(), warm, False)
-            await record(Idle(), ops, True)
+            await record(Idle(), ids)
+        elif workload == "recorder_floor":
+            await record(RawStore(raw, codec), ids)
         elif workload == "yields":
-            gc.collect()
-            library.count_start()
-            for n in range(len(ops)):
-                if n % 3 == 2:
-                    await asyncio.sleep(0)
-            library.count_stop()
+            with counting():
+                for n in range(len(ops)):
+                    if n % 3 == 2:
+                        await asyncio.sleep(0)
         elif workload == "recorder_stack":
             kept = RawSQLiteOverSQLAlchemy(url)
             await kept.open()
             aead = AESGCM(new_data_key())
             await write_hand_batches(kept, warm, SECRET, aead, BATCH)
-            gc.collect()
-            library.count_start()
-            await write_hand_batches(kept, ops, SECRET, aead, BATCH)
-            library.count_stop()
+            with counting():
+                await write_hand_batches(kept, ops, SECRET, aead, BATCH)
             await kept.aclose()
-        elif workload == "recorder_floor":
-            await record(RawStore(raw, StepCodec(SECRET)), warm, False)
-            await record(RawStore(raw, StepCodec(SECRET)), ops, True)
         elif workload == "recorder_raw":
-            for rows in raw_batches(warm, StepCodec(SECRET), BATCH):
+            for rows in raw_batches(warm, codec, BATCH):
                 await raw.write(rows)
-            made = raw_batches(ops, StepCodec(SECRET), BATCH)
-            gc.collect()
-            library.count_start()
-            for rows in made:
-                await raw.write(rows)
-            library.count_stop()
+            made = raw_batches(ops, codec, BATCH)
+            with counting():
+                for rows in made:
+                    await raw.write(rows)
         await raw.aclose()
 
 
