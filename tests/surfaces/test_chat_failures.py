@@ -156,6 +156,38 @@ async def test_a_failed_model_turn_is_one_line_and_the_next_turn_works(
     ]
 
 
+async def test_a_model_failure_before_any_session_says_nothing_is_saved_yet(
+    sqlite_url: str,
+) -> None:
+    # The user's name is held in memory until a session starts; a model that fails
+    # before then must not promise that it was stored.
+    model = FlakyLLM([say("Hi! What's your name?"), say("Hello, Ada.")], down={2})
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_chat(
+        chat_settings(sqlite_url),
+        user="ada",
+        chat_llm=model,
+        stdin=io.StringIO("I'm Ada\nI'm Ada\n"),
+        stdout=out,
+        stderr=err,
+    )
+
+    assert code == EXIT_MODEL_FAILED
+    assert err.getvalue() == (
+        f"coach: the model at {MODEL_URL} did not answer (ConnectionRefusedError: connection "
+        "refused). Nothing is saved until a session starts (a new challenge, or one "
+        "resumed); say it again to retry, or type exit.\n"
+    )
+    assert out.getvalue().splitlines()[-1] == "coach> Hello, Ada."
+    repo = await open_repository(sqlite_url, **keys_of(sqlite_url), secret=SECRET.encode())
+    try:
+        user = await repo.find_user("ada")
+        assert user is not None
+        assert await repo.get_user_sessions(user.id) == []
+    finally:
+        await repo.aclose()
+
+
 async def test_a_model_that_stays_down_never_ends_the_chat(sqlite_url: str) -> None:
     # More failures in a row than the framework's limit (3): the user decides when to stop.
     model = FlakyLLM([say("Hi! What's your name?"), say("Back again.")], down={2, 3, 4, 5, 6})
@@ -180,8 +212,9 @@ async def test_a_model_server_that_is_down_is_named_in_one_line_per_turn(tmp_pat
         text.splitlines()
         == [
             "coach: the model at http://127.0.0.1:9/v1 did not answer after 2 attempts "
-            "(ConnectError: All connection attempts failed). Everything so far is saved; "
-            "say it again to retry, or type exit."
+            "(ConnectError: All connection attempts failed). Nothing is saved until a "
+            "session starts (a new challenge, or one resumed); say it again to retry, or "
+            "type exit."
         ]
         * 2
     )

@@ -261,7 +261,13 @@ async def run_chat(
             transcript.begin_turn()
             cut_short, shown = False, transcript.replies
             try:
-                return await _answered(run, url, stderr, before_error=transcript.end_turn)
+                return await _answered(
+                    run,
+                    url,
+                    stderr,
+                    before_error=transcript.end_turn,
+                    stored=lambda: userdata.session_id is not None,
+                )
             finally:
                 if cut_short and transcript.replies == shown:
                     transcript.note("  (interrupted before the reply)")
@@ -342,17 +348,31 @@ async def _until_terminated(
             loop.remove_signal_handler(stop)
 
 
+STORED = "Everything so far is saved"
+NOT_YET_STORED = "Nothing is saved until a session starts (a new challenge, or one resumed)"
+"""What a model failure's line says of the conversation: its items are stored once it
+has a session; until then they are held in memory and go with the process."""
+
+
 async def _answered(
-    turn: Awaitable[Any], url: str, err: TextIO, *, before_error: Callable[[], None]
+    turn: Awaitable[Any],
+    url: str,
+    err: TextIO,
+    *,
+    before_error: Callable[[], None],
+    stored: Callable[[], bool],
 ) -> bool:
-    """Await one turn (and its reply); a model failure is one line on ``err``: False."""
+    """Await one turn (and its reply); a model failure is one line on ``err``: False.
+
+    ``stored`` says whether the conversation has a session its items are stored in.
+    """
     try:
         await turn
     except APIError as exc:
         before_error()  # a reply cut off mid-line ends its line first
         print(
-            f"coach: {describe_model_error(exc, url)}. Everything so far is saved; "
-            "say it again to retry, or type exit.",
+            f"coach: {describe_model_error(exc, url)}. "
+            f"{STORED if stored() else NOT_YET_STORED}; say it again to retry, or type exit.",
             file=err,
             flush=True,
         )
