@@ -48,6 +48,17 @@ every batch 100 ops:
   recorder, the same count each time: coach's ``write_batch`` of each, and the floor's
   work — the batch's rows and seals made by coach's functions
   (:func:`bench.rawrows.raw_batches`), raw's statements in coach's unit of work.
+
+And the live resume (:mod:`bench.storage_speed`'s resume section, counted **per read**):
+``--turns`` reads of one 2,000-turn session, after 5 of warm-up:
+
+* ``resume``: coach's live resume (the idle recorder flushed, then ``resume_session``);
+* ``resume_peer``: openai-agents' ``SQLiteSession.get_items(limit=50)``;
+* ``resume_stack``: by hand in SQLAlchemy — raw's read of the rows ``resume_session``
+  reads, in SQLAlchemy's connection and transaction, then the contract's decode by hand;
+* ``resume_kept``: the two largest of what coach keeps on a resume (:mod:`bench.kept`):
+  its records opened and its context built. With ``resume_stack``, a lower bound of the
+  least coach can cost while it keeps every behaviour.
 """
 
 from __future__ import annotations
@@ -73,6 +84,8 @@ BATCH_WORKLOADS = (
     "recorder_pg", "recorder_floor_pg", "batches_pg", "batches_floor_pg",
 )  # fmt: skip
 """Counted per message (the rest per turn)."""
+RESUME_WORKLOADS = ("resume", "resume_peer", "resume_stack", "resume_kept")
+RESUME_TURNS = 2000
 SESSIONS = 50
 _HELPER = """#include <valgrind/callgrind.h>
 void count_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
@@ -122,6 +135,9 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
     library = ctypes.CDLL(str(helper))
     if workload in BATCH_WORKLOADS:
         await _batch_child(workload, turns, library)
+        return
+    if workload in RESUME_WORKLOADS:
+        await _resume_child(workload, turns, library)
         return
     written = texts(1, _WARM_UP + turns)
     with tempfile.TemporaryDirectory() as tmp:
@@ -281,6 +297,59 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
         await raw.aclose()
 
 
+async def _resume_child(workload: str, reads: int, library: Any) -> None:
+    """One of :data:`RESUME_WORKLOADS`: ``reads`` reads of a 2,000-turn session, after 5."""
+    from .backends import AgentsSQLiteBackend, CoachBackend
+    from .kept import resume_kept
+    from .measure import sqlite_url
+    from .storage_speed import RawCoachRows, decoding
+    from .text import turns as texts
+
+    written = texts(RESUME_TURNS, RESUME_TURNS)
+    with tempfile.TemporaryDirectory() as tmp:
+        one: Callable[[], Awaitable[object]]
+        if workload == "resume_peer":
+            peer = AgentsSQLiteBackend(Path(tmp) / "a.db")
+            await peer.open()
+            session = await peer.new_session("s")
+            await peer.bulk_load(session, written)
+            one, closing = (lambda: peer.read_window(session)), peer.aclose
+            await _counted(one, reads, library)
+            await closing()
+            return
+        coach = CoachBackend(sqlite_url(Path(tmp) / "c.db"))
+        await coach.open()
+        handle = await coach.new_session("s")
+        await coach.bulk_load(handle, written)
+        if workload == "resume":
+            await _counted(lambda: coach.live_resume(handle), reads, library)
+        elif workload == "resume_kept":
+            opened, context = await resume_kept(coach, handle.id)
+
+            async def kept() -> None:
+                opened()
+                context()
+
+            await _counted(kept, reads, library)
+        else:  # by hand in SQLAlchemy: raw's read in its connection, the decode by hand
+            raw = RawCoachRows(Path(tmp) / "c.db")
+            await raw.open(handle.id)
+            async with decoding(coach, raw) as decode:
+                await _counted(lambda: decode(read=True, by_hand=True, stack=True), reads, library)
+            await raw.aclose()
+        await coach.aclose()
+
+
+async def _counted(one: Callable[[], Awaitable[object]], reads: int, library: Any) -> None:
+    for _ in range(5):
+        await one()
+    gc.collect()
+    library.count_start()
+    for _ in range(reads):
+        await one()
+    library.count_stop()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
@@ -288,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("workloads", nargs="*", help=f"of {', '.join(WORKLOADS)} (all)")
     args = parser.parse_args(argv)
-    if unknown := sorted(set(args.workloads) - set(WORKLOADS) - set(BATCH_WORKLOADS)):
+    known = {*WORKLOADS, *BATCH_WORKLOADS, *RESUME_WORKLOADS}
+    if unknown := sorted(set(args.workloads) - known):
         parser.error(f"no such workload: {', '.join(unknown)}")
     args.workloads = args.workloads or list(WORKLOADS)
     if args.child is not None:
@@ -302,6 +372,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 messages = 2 * SESSIONS * max(1, args.turns // SESSIONS)
                 per = count(workload, args.turns, Path(tmp), helper) / messages
                 print(f"  {workload}: {per:,.0f} a message")
+            elif workload in RESUME_WORKLOADS:
+                per = count(workload, args.turns, Path(tmp), helper) / args.turns
+                print(f"  {workload}: {per:,.0f} a read")
             else:
                 per = count(workload, args.turns, Path(tmp), helper) / args.turns
                 print(f"  {workload}: {per:,.0f} a turn")

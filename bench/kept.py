@@ -524,8 +524,20 @@ def _recorder_ledger(
 
 
 async def _resume_parts(coach: CoachBackend, session_id: str, count: int) -> dict[str, Part]:
-    """A resume's records and context, made as ``read_resume`` makes them from the rows it
-    read of ``session_id`` (read once, before), ``count`` of each per round."""
+    """A resume's records and context (:func:`resume_kept`), ``count`` of each per round."""
+    opened, context = await resume_kept(coach, session_id)
+    return {
+        OPENED: partial(_now, _timed(opened, count)),
+        CONTEXT: partial(_now, _timed(context, count)),
+    }
+
+
+async def resume_kept(
+    coach: CoachBackend, session_id: str
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """:data:`OPENED` and :data:`CONTEXT`: a resume's records opened and its context built,
+    as ``read_resume`` makes them from the rows it read of ``session_id`` (read once,
+    here), one call each. ``session_id`` must have messages older than its window."""
     repo = coach.repo
     sealer = await repo._owners.of_person(coach.user_id)
     by_id, outputs_of = _statements(repo.phase_ids)
@@ -550,10 +562,7 @@ async def _resume_parts(coach: CoachBackend, session_id: str, count: int) -> dic
         resume_context(outputs, done, messages[-50:], repo.phase_ids, 25)
         next_phase_id(repo.phase_ids, outputs)
 
-    return {
-        OPENED: partial(_now, _timed(opened, count)),
-        CONTEXT: partial(_now, _timed(context, count)),
-    }
+    return opened, context
 
 
 async def _resume_statements(coach: CoachBackend, handle: Any) -> int:
