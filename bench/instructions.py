@@ -307,15 +307,13 @@ async def _resume_child(workload: str, reads: int, library: Any) -> None:
 
     written = texts(RESUME_TURNS, RESUME_TURNS)
     with tempfile.TemporaryDirectory() as tmp:
-        one: Callable[[], Awaitable[object]]
         if workload == "resume_peer":
             peer = AgentsSQLiteBackend(Path(tmp) / "a.db")
             await peer.open()
             session = await peer.new_session("s")
             await peer.bulk_load(session, written)
-            one, closing = (lambda: peer.read_window(session)), peer.aclose
-            await _counted(one, reads, library)
-            await closing()
+            await _counted(lambda: peer.read_window(session), reads, library)
+            await peer.aclose()
             return
         coach = CoachBackend(sqlite_url(Path(tmp) / "c.db"))
         await coach.open()
@@ -341,6 +339,7 @@ async def _resume_child(workload: str, reads: int, library: Any) -> None:
 
 
 async def _counted(one: Callable[[], Awaitable[object]], reads: int, library: Any) -> None:
+    """``one`` 5 times, then ``reads`` times counted."""
     for _ in range(5):
         await one()
     gc.collect()

@@ -348,10 +348,10 @@ async def _until_terminated(
             loop.remove_signal_handler(stop)
 
 
+# What a model failure's line says of the conversation: its items are stored once it
+# has a session; until then they are held in memory and go with the process.
 STORED = "Everything so far is saved"
 NOT_YET_STORED = "Nothing is saved until a session starts (a new challenge, or one resumed)"
-"""What a model failure's line says of the conversation: its items are stored once it
-has a session; until then they are held in memory and go with the process."""
 
 
 async def _answered(
