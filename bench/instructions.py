@@ -47,7 +47,9 @@ every batch 100 ops:
 * ``batches_pg``, ``batches_floor_pg``: the same ops as 100-op batches with no
   recorder, the same count each time: coach's ``write_batch`` of each, and the floor's
   work — the batch's rows and seals made by coach's functions
-  (:func:`bench.rawrows.raw_batches`), raw's statements in coach's unit of work.
+  (:func:`bench.rawrows.raw_batches`), raw's statements in coach's unit of work;
+* ``batches_raw_pg``: raw ``asyncpg`` writing the same batches' rows, made before the
+  count (:class:`bench.rawrows.RawAsyncpg`): the client's own share of raw's statements.
 
 And the live resume (:mod:`bench.storage_speed`'s resume section, counted **per read**):
 ``--turns`` reads of one 2,000-turn session, after 5 of warm-up:
@@ -81,7 +83,7 @@ COMMAND = "python -m bench.instructions"
 WORKLOADS = ("coach", "seed", "peer", "unit", "to_thread")
 BATCH_WORKLOADS = (
     "recorder", "recorder_floor", "recorder_raw", "recorder_stack", "recorder_idle", "yields",
-    "recorder_pg", "recorder_floor_pg", "batches_pg", "batches_floor_pg",
+    "recorder_pg", "recorder_floor_pg", "batches_pg", "batches_floor_pg", "batches_raw_pg",
 )  # fmt: skip
 """Counted per message (the rest per turn)."""
 RESUME_WORKLOADS = ("resume", "resume_peer", "resume_stack", "resume_kept")
@@ -191,6 +193,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
     from .handwritten import write_hand_batches
     from .measure import coach_keys, sqlite_url
     from .rawrows import (
+        RawAsyncpg,
         RawOverSQLAlchemy,
         RawSQLite,
         RawSQLiteOverSQLAlchemy,
@@ -238,9 +241,20 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
             """Write nothing."""
 
     if workload.endswith("_pg"):
-        async with pg_repo() as (repo, _dsn, url):
+        async with pg_repo() as (repo, dsn, url):
             ids = await new_sessions(repo, SESSIONS)
-            if workload == "recorder_pg":
+            if workload == "batches_raw_pg":
+                writer = RawAsyncpg(dsn)
+                await writer.open()
+                warm, ops = parts(ids)
+                for rows in raw_batches(warm, codec, BATCH):
+                    await writer.write(rows)
+                made = raw_batches(ops, codec, BATCH)
+                with counting():
+                    for rows in made:
+                        await writer.write(rows)
+                await writer.aclose()
+            elif workload == "recorder_pg":
                 await record(repo, ids)
             elif workload == "recorder_floor_pg":
                 stack = RawOverSQLAlchemy(url)
