@@ -22,9 +22,9 @@ def test_the_recorders_batch_path_counts_coach_over_raw(tmp_path: Path) -> None:
     assert coach > 2 * raw > 0  # coach encodes, seals and signs what raw was handed made
 
 
-def test_a_resume_is_counted_per_read_coach_over_the_peer(tmp_path: Path) -> None:
+def test_a_resume_is_counted_per_read_coach_over_its_reference(tmp_path: Path) -> None:
     helper = build_helper(tmp_path)
-    peer = count("resume_peer", 2, tmp_path, helper)
+    reference = count("resume_stack", 2, tmp_path, helper)
     coach = count("resume", 2, tmp_path, helper)
-    # coach opens, verifies and unpickles what the peer reads as JSON, and builds more
-    assert coach > 2 * peer > 0
+    # coach does the reference's reads and decode, and builds the resumed context too
+    assert coach > reference > 0
