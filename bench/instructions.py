@@ -236,6 +236,16 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
             if stats.errors or stats.written != len(ops):
                 raise RuntimeError(f"the recorder lost writes: {stats}")
 
+    async def write_raw(writer: Any, ids: list[str]) -> None:
+        """Raw's writes of the warm-up's rows, then of the counted ones, made before."""
+        warm, ops = parts(ids)
+        for rows in raw_batches(warm, codec, BATCH):
+            await writer.write(rows)
+        made = raw_batches(ops, codec, BATCH)
+        with counting():
+            for rows in made:
+                await writer.write(rows)
+
     class Idle:
         async def write_batch(self, ops: Sequence[Any]) -> None:
             """Write nothing."""
@@ -246,13 +256,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
             if workload == "batches_raw_pg":
                 writer = RawAsyncpg(dsn)
                 await writer.open()
-                warm, ops = parts(ids)
-                for rows in raw_batches(warm, codec, BATCH):
-                    await writer.write(rows)
-                made = raw_batches(ops, codec, BATCH)
-                with counting():
-                    for rows in made:
-                        await writer.write(rows)
+                await write_raw(writer, ids)
                 await writer.aclose()
             elif workload == "recorder_pg":
                 await record(repo, ids)
@@ -302,12 +306,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
                 await write_hand_batches(kept, ops, SECRET, aead, BATCH)
             await kept.aclose()
         elif workload == "recorder_raw":
-            for rows in raw_batches(warm, codec, BATCH):
-                await raw.write(rows)
-            made = raw_batches(ops, codec, BATCH)
-            with counting():
-                for rows in made:
-                    await raw.write(rows)
+            await write_raw(raw, ids)
         await raw.aclose()
 
 
