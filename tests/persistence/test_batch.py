@@ -44,6 +44,24 @@ async def test_a_batch_applies_every_op_in_order(repo: Repository) -> None:
     assert (session.current_agent, session.current_phase_id) == ("strategist", "empathize")
 
 
+async def test_a_batch_of_more_steps_than_one_insert_takes_stores_them_all_in_order(
+    repo: Repository,
+) -> None:
+    # 1,001 steps: three multi-row inserts on PostgreSQL (500 rows each at most), some
+    # linked to a message and some not.
+    sid = await _session(repo)
+    items = tuple(llm.ChatMessage(role="user", content=[f"s{i}"]) for i in range(1001))
+    await repo.write_batch(
+        [
+            AppendSteps(sid, 0, items[:600]),
+            AddMessage(sid, "user", "s600", "challenge"),
+            AppendSteps(sid, 600, items[600:]),
+        ]
+    )
+    assert await repo.agent_step_count(sid) == 1001
+    assert await repo.load_agent_state(sid) == list(items)
+
+
 @pytest.mark.parametrize(
     ("bad", "error"),
     [

@@ -38,7 +38,8 @@ _STEP_COLUMNS: Final = (
     "session_id", "seq", "codec", "version", "signature", "payload", "message_id"
 )  # fmt: skip
 _ROWS_PER_INSERT: Final = 500
-"""Messages per ``INSERT``: 3,000 parameters, well inside both drivers' limits."""
+"""Rows per multi-row ``INSERT``: at most 3,500 parameters (a step's 7 columns), well
+inside both drivers' limits."""
 _Result = Callable[[Any], Any] | None
 _Compiled = tuple[
     str, tuple[str, ...], tuple[_Bind, ...], dict[str, Any], tuple[_Result, ...] | None
@@ -181,12 +182,35 @@ def _hex(session_id: object) -> str:
 
 
 def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert encoded (and sealed) memory-step rows in one call."""
+    """Insert encoded (and sealed) memory-step rows in one call.
+
+    On PostgreSQL one multi-row ``VALUES`` of up to 500 rows, as the messages: the server
+    runs one statement, where a pipelined ``executemany`` runs one a row (about 12 µs of
+    its CPU a row more, here). On SQLite one ``executemany`` in the process.
+    """
     if not rows:
         return
     bind = _binder(conn.dialect, AGENT_STEPS, _STEP_COLUMNS)
-    sql = _steps_sql(conn.dialect.paramstyle)
-    driver_sql(conn, sql, [bind(row) for row in rows], many=True)
+    bound = [bind(row) for row in rows]
+    if conn.dialect.paramstyle == "qmark":
+        driver_sql(conn, _steps_sql(conn.dialect.paramstyle), bound, many=True)
+        return
+    for chunk in range(0, len(bound), _ROWS_PER_INSERT):
+        part = bound[chunk : chunk + _ROWS_PER_INSERT]
+        params = tuple(value for values in part for value in values)
+        rows_sql = _rows_sql("agent_steps", _STEP_COLUMNS, conn.dialect.paramstyle, len(part))
+        driver_sql(conn, rows_sql, params)
+
+
+@functools.lru_cache(maxsize=256)
+def _rows_sql(table: str, columns: tuple[str, ...], paramstyle: str, count: int) -> str:
+    """The ``INSERT`` of ``count`` rows of ``columns`` in one multi-row ``VALUES``."""
+    width = len(columns)
+    marks = _marks(paramstyle, width * count)
+    values = ", ".join(
+        f"({', '.join(marks[width * index : width * (index + 1)])})" for index in range(count)
+    )
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}"
 
 
 @functools.lru_cache(maxsize=4)
@@ -224,15 +248,8 @@ coach's connection); from about 8 on, one statement costs less (50: 12.4 against
 @functools.lru_cache(maxsize=128)
 def _messages_sql(paramstyle: str, count: int) -> str:
     """The ``INSERT`` of ``count`` conversation rows, returning each one's id and time."""
-    width = len(_MESSAGE_COLUMNS)
-    marks = _marks(paramstyle, width * count)
-    values = ", ".join(
-        f"({', '.join(marks[width * index : width * (index + 1)])})" for index in range(count)
-    )
-    return (
-        f"INSERT INTO session_conversations ({', '.join(_MESSAGE_COLUMNS)}) "
-        f"VALUES {values} RETURNING id, created_at"
-    )
+    rows_sql = _rows_sql("session_conversations", _MESSAGE_COLUMNS, paramstyle, count)
+    return f"{rows_sql} RETURNING id, created_at"
 
 
 def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
