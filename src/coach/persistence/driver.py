@@ -193,7 +193,7 @@ def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     bind = _binder(conn.dialect, AGENT_STEPS, _STEP_COLUMNS)
     bound = [bind(row) for row in rows]
     if conn.dialect.paramstyle == "qmark":
-        driver_sql(conn, _steps_sql(conn.dialect.paramstyle), bound, many=True)
+        driver_sql(conn, _STEP_ROW, bound, many=True)
         return
     for chunk in range(0, len(bound), _ROWS_PER_INSERT):
         part = bound[chunk : chunk + _ROWS_PER_INSERT]
@@ -213,11 +213,11 @@ def _rows_sql(table: str, columns: tuple[str, ...], paramstyle: str, count: int)
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}"
 
 
-@functools.lru_cache(maxsize=4)
-def _steps_sql(paramstyle: str) -> str:
-    """The ``INSERT`` of one step row (run for many)."""
-    marks = ", ".join(_marks(paramstyle, len(_STEP_COLUMNS)))
-    return f"INSERT INTO agent_steps ({', '.join(_STEP_COLUMNS)}) VALUES ({marks})"
+_STEP_ROW: Final = (
+    f"INSERT INTO agent_steps ({', '.join(_STEP_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(_STEP_COLUMNS))})"
+)
+"""SQLite's insert of one step row (run for many)."""
 
 
 def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
