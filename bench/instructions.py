@@ -76,6 +76,7 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -170,12 +171,7 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
                 "to_thread": lambda _n: asyncio.to_thread(lambda: None),
             }[workload]
             closing = repo.aclose
-        for n in range(_WARM_UP):
-            await one(n)
-        library.count_start()
-        for n in range(_WARM_UP, _WARM_UP + turns):
-            await one(n)
-        library.count_stop()
+        await _counted(one, _WARM_UP, turns, library)
         await closing()
 
 
@@ -325,7 +321,7 @@ async def _resume_child(workload: str, reads: int, library: Any) -> None:
             await peer.open()
             session = await peer.new_session("s")
             await peer.bulk_load(session, written)
-            await _counted(lambda: peer.read_window(session), reads, library)
+            await _counted(lambda _n: peer.read_window(session), 5, reads, library)
             await peer.aclose()
             return
         coach = CoachBackend(sqlite_url(Path(tmp) / "c.db"))
@@ -333,32 +329,35 @@ async def _resume_child(workload: str, reads: int, library: Any) -> None:
         handle = await coach.new_session("s")
         await coach.bulk_load(handle, written)
         if workload == "resume":
-            await _counted(lambda: coach.live_resume(handle), reads, library)
+            await _counted(lambda _n: coach.live_resume(handle), 5, reads, library)
         elif workload == "resume_kept":
             opened, context = await resume_kept(coach, handle.id)
 
-            async def kept() -> None:
+            async def kept(_n: int) -> None:
                 opened()
                 context()
 
-            await _counted(kept, reads, library)
+            await _counted(kept, 5, reads, library)
         else:  # by hand in SQLAlchemy: raw's read in its connection, the decode by hand
             raw = RawCoachRows(Path(tmp) / "c.db")
             await raw.open(handle.id)
             async with decoding(coach, raw) as decode:
-                await _counted(lambda: decode(read=True, by_hand=True, stack=True), reads, library)
+                stack = partial(decode, read=True, by_hand=True, stack=True)
+                await _counted(lambda _n: stack(), 5, reads, library)
             await raw.aclose()
         await coach.aclose()
 
 
-async def _counted(one: Callable[[], Awaitable[object]], reads: int, library: Any) -> None:
-    """``one`` 5 times, then ``reads`` times counted."""
-    for _ in range(5):
-        await one()
+async def _counted(
+    one: Callable[[int], Awaitable[object]], warm: int, counted: int, library: Any
+) -> None:
+    """``one(n)`` for ``warm`` values of ``n`` uncounted, then for ``counted`` more, counted."""
+    for n in range(warm):
+        await one(n)
     gc.collect()
     library.count_start()
-    for _ in range(reads):
-        await one()
+    for n in range(warm, warm + counted):
+        await one(n)
     library.count_stop()
 
 
