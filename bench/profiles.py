@@ -531,7 +531,7 @@ PG_SQLALCHEMY = (
 PG_UNIT = "+ coach's unit of work: the same statements in a `Database.run` (the timeout, the retry)"
 PG_APPLY = (
     "+ `Plan.of` and `Plan.apply` instead of the rows and statements by hand (the sessions' "
-    "lock, bind processors, a multi-row `VALUES` and a pipelined `executemany`)"
+    "lock, bind processors, a multi-row `VALUES` each for the messages and the steps)"
 )
 PG_LAYERS = (PG_FLOOR, PG_SQLALCHEMY, PG_UNIT, PG_APPLY, WHOLE)
 PG_SESSIONS = 50
