@@ -4,6 +4,7 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import exc as sa_exc
 
 from coach.conversation.losses import is_transient
@@ -371,3 +372,16 @@ async def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends(
         "database reachable again; queued writes are being stored"
     ]
     await rec.aclose()
+
+
+async def test_every_committed_write_is_one_observation_of_the_commit_lag() -> None:
+    name = "coach_recorder_commit_lag_seconds_count"
+    before = REGISTRY.get_sample_value(name) or 0.0
+    store = FakeStore()
+    rec = Recorder(store, commit_interval=0)
+    rec.start()
+    for i in range(25):
+        rec.submit(msg(i))
+    await asyncio.wait_for(rec.flush(), 10)
+    await rec.aclose()
+    assert REGISTRY.get_sample_value(name) == before + 25

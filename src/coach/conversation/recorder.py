@@ -227,9 +227,9 @@ class Recorder:
             self._inflight_since = None
             done = time.monotonic()
             metrics.BATCH_SIZE.observe(len(batch))
-            for _, queued, _ in batch:
-                metrics.COMMIT_LAG.observe(done - queued)
-                self._lags.append(done - queued)
+            lags = [done - queued for _, queued, _ in batch]
+            metrics.observe_all(metrics.COMMIT_LAG, lags)
+            self._lags.extend(lags)
             async with self._progress:
                 self._committed += len(batch)
                 self._progress.notify_all()
