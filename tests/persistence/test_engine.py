@@ -21,9 +21,9 @@ from sqlalchemy.types import TypeDecorator
 from coach.errors import ConfigError, StorageError
 from coach.persistence import Repository, open_repository
 from coach.persistence.conversation import conversation_select
-from coach.persistence.driver import DriverQuery, insert_messages, insert_steps
+from coach.persistence.driver import DriverQuery, _binds, insert_messages, insert_steps
 from coach.persistence.engine import Database, driver_sql, is_transient
-from coach.persistence.schema import SESSIONS, HexId, UTCDateTime
+from coach.persistence.schema import AGENT_STEPS, CONVERSATIONS, SESSIONS, HexId, UTCDateTime
 from coach.persistence.sessions import session_select
 from coach.state import DeltaSpec
 from coach.store import AddMessage, SavePhaseOutput
@@ -505,3 +505,18 @@ def test_ids_and_times_are_bound_as_sqlalchemy_binds_them(at: datetime, ident: s
             theirs: Any = TypeDecorator.bind_processor(impl, dialect)
             assert ours is not None and theirs is not None
             assert ours(value) == theirs(value)
+
+
+def test_a_binary_column_is_bound_bare_only_where_sqlalchemy_binds_bytes_as_they_are() -> None:
+    """Coach binds its binary columns (every value bytes it made) with no processor on
+    asyncpg and SQLite. On asyncpg SQLAlchemy's own processor gives the bytes back as
+    they are; on SQLite it wraps them in a ``memoryview`` that the driver stores as the
+    same ``BLOB``. Both must hold for the skipped processor to change nothing."""
+    blob = b"\x00sealed\xff"
+    for table, column in ((CONVERSATIONS, "content"), (AGENT_STEPS, "payload")):
+        for dialect in (_SQLITE, _POSTGRES):
+            assert _binds(dialect, table, (column,)) == (None,)
+        theirs = table.c[column].type.dialect_impl(_POSTGRES).bind_processor(_POSTGRES)
+        assert theirs is not None and theirs(blob) is blob
+        wrapped = table.c[column].type.dialect_impl(_SQLITE).bind_processor(_SQLITE)
+        assert wrapped is not None and bytes(wrapped(blob)) == blob

@@ -54,16 +54,18 @@ _binders: dict[tuple[str, str, str, tuple[str, ...]], _Binder] = {}
 def _binds(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> tuple[_Bind, ...]:
     """The bind processors of ``table``'s ``columns`` on ``dialect`` (made once).
 
-    Binary columns take none on SQLite: its driver stores ``bytes`` as the ``BLOB`` that
-    SQLAlchemy's processor would wrap them in a ``memoryview`` for, and every binary value
-    coach writes is bytes it made (sealed, signed, pickled)."""
+    Binary columns take none on SQLite and asyncpg, and every binary value coach writes
+    is bytes it made (sealed, signed, pickled): SQLite's driver stores ``bytes`` as the
+    ``BLOB`` that SQLAlchemy's processor would wrap them in a ``memoryview`` for, and
+    asyncpg's ``Binary``, which the processor calls, gives its value back as it is."""
     key = (dialect.name, dialect.driver, table.name, columns)
     found = _processors.get(key)
     if found is None:
         types = [table.c[name].type.dialect_impl(dialect) for name in columns]
         found = tuple(
             None
-            if dialect.name == "sqlite" and isinstance(kind, LargeBinary)
+            if (dialect.name == "sqlite" or dialect.driver == "asyncpg")
+            and isinstance(kind, LargeBinary)
             else kind.bind_processor(dialect)
             for kind in types
         )
