@@ -19,6 +19,7 @@ import functools
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Final
 
@@ -199,7 +200,7 @@ def insert_steps(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         return
     for chunk in range(0, len(bound), _ROWS_PER_INSERT):
         part = bound[chunk : chunk + _ROWS_PER_INSERT]
-        params = tuple(value for values in part for value in values)
+        params = tuple(chain.from_iterable(part))
         rows_sql = _rows_sql("agent_steps", _STEP_COLUMNS, conn.dialect.paramstyle, len(part))
         driver_sql(conn, rows_sql, params)
 
@@ -262,7 +263,7 @@ def _insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> lis
         raise ValueError("messages of one insert must have distinct times")
     if conn.dialect.paramstyle == "qmark" and len(rows) <= _FEW_ROWS:
         return driver_rowids(conn, _MESSAGE_ROW, bound)
-    params = tuple(value for values in bound for value in values)
+    params = tuple(chain.from_iterable(bound))
     ids = [0] * len(rows)
     _, returned = driver_sql(conn, _messages_sql(conn.dialect.paramstyle, len(rows)), params)
     for message_id, created in returned:
