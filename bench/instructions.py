@@ -27,9 +27,9 @@ Workloads (``--turns`` each, after 50 of warm-up, one session in a fresh SQLite 
 * ``to_thread``: ``asyncio.to_thread`` of nothing (the standard hand-off).
 
 And the recorder's batch path (:mod:`bench.recorder_cpu`'s workloads, counted **per
-message**): ``--turns`` turns spread round-robin over 50 sessions, after 4 turns of
-each as warm-up, submitted as that bench submits them (a yield to the loop a turn),
-every batch 100 ops:
+message**): ``--turns`` turns spread round-robin over ``--sessions`` sessions (50), after
+at least 4 turns of each and 100 in all as warm-up, submitted as that bench submits them
+(a yield to the loop a turn), every batch 100 ops:
 
 * ``recorder``: coach's ``Recorder`` over coach's repository, until flushed;
 * ``recorder_floor``: the same recorder over raw's writer (coach's encoding, raw
@@ -105,15 +105,19 @@ def build_helper(directory: Path) -> Path:
     return library
 
 
-def count(workload: str, turns: int, directory: Path, helper: Path) -> int:
-    """Instructions of ``turns`` turns of ``workload``, in a fresh process."""
+def count(
+    workload: str, turns: int, directory: Path, helper: Path, sessions: int = SESSIONS
+) -> int:
+    """Instructions of ``turns`` turns of ``workload`` (a batch workload's over
+    ``sessions`` sessions), in a fresh process."""
     out = directory / f"{workload}.out"
     subprocess.run(
         [
             "valgrind", "--tool=callgrind", "--instr-atstart=no",
             f"--callgrind-out-file={out}",
             sys.executable, "-m", "bench.instructions",
-            "--child", str(helper), "--turns", str(turns), workload,
+            "--child", str(helper), "--turns", str(turns), "--sessions", str(sessions),
+            workload,
         ],
         check=True,
         capture_output=True,
@@ -127,7 +131,7 @@ def count(workload: str, turns: int, directory: Path, helper: Path) -> int:
     raise RuntimeError(f"callgrind wrote no summary for {workload}")
 
 
-async def _child(workload: str, turns: int, helper: Path) -> None:
+async def _child(workload: str, turns: int, helper: Path, sessions: int) -> None:
     """One workload, counted between its warm-up and its end."""
     from coach.persistence import open_repository
 
@@ -137,7 +141,7 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
 
     library = ctypes.CDLL(str(helper))
     if workload in BATCH_WORKLOADS:
-        await _batch_child(workload, turns, library)
+        await _batch_child(workload, turns, library, sessions)
         return
     if workload in RESUME_WORKLOADS:
         await _resume_child(workload, turns, library)
@@ -175,7 +179,7 @@ async def _child(workload: str, turns: int, helper: Path) -> None:
         await closing()
 
 
-async def _batch_child(workload: str, turns: int, library: Any) -> None:
+async def _batch_child(workload: str, turns: int, library: Any, sessions: int) -> None:
     """One of :data:`BATCH_WORKLOADS`: its warm-up, then its counted part."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -200,7 +204,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
     from .recorder_cpu import BATCH, new_sessions, pg_repo, submit_all
     from .recorder_cpu import workload as batch_ops
 
-    warm_turns, codec = 4, StepCodec(SECRET)
+    warm_turns, codec = max(4, 100 // sessions), StepCodec(SECRET)
 
     @contextlib.contextmanager
     def counting(counted: bool = True) -> Iterator[None]:
@@ -215,7 +219,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
         """The warm-up's ops, and the counted ones after them (steps numbered on)."""
         later = [
             replace(op, start=op.start + 2 * warm_turns) if isinstance(op, AppendSteps) else op
-            for op in batch_ops(ids, max(1, turns // SESSIONS), seed=2)
+            for op in batch_ops(ids, max(1, turns // sessions), seed=2)
         ]
         return batch_ops(ids, warm_turns, seed=1), later
 
@@ -248,7 +252,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
 
     if workload.endswith("_pg"):
         async with pg_repo() as (repo, dsn, url):
-            ids = await new_sessions(repo, SESSIONS)
+            ids = await new_sessions(repo, sessions)
             if workload == "batches_raw_pg":
                 writer = RawAsyncpg(dsn)
                 await writer.open()
@@ -277,7 +281,7 @@ async def _batch_child(workload: str, turns: int, library: Any) -> None:
         path = Path(tmp) / "c.db"
         url = sqlite_url(path)
         repo = await open_repository(url, **coach_keys(url), secret=SECRET, create_schema=True)
-        ids = await new_sessions(repo, SESSIONS)
+        ids = await new_sessions(repo, sessions)
         if workload == "recorder":
             await record(repo, ids)
         await repo.aclose()
@@ -365,23 +369,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=200, help="turns counted (200)")
+    parser.add_argument(
+        "--sessions", type=int, default=SESSIONS, help="the batch workloads' sessions (50)"
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("workloads", nargs="*", help=f"of {', '.join(WORKLOADS)} (all)")
     args = parser.parse_args(argv)
+    if args.sessions < 1:
+        parser.error("--sessions must be at least 1")
     known = {*WORKLOADS, *BATCH_WORKLOADS, *RESUME_WORKLOADS}
     if unknown := sorted(set(args.workloads) - known):
         parser.error(f"no such workload: {', '.join(unknown)}")
     args.workloads = args.workloads or list(WORKLOADS)
     if args.child is not None:
-        asyncio.run(_child(args.workloads[0], args.turns, args.child))
+        asyncio.run(_child(args.workloads[0], args.turns, args.child, args.sessions))
         return
     with tempfile.TemporaryDirectory() as tmp:
         helper = build_helper(Path(tmp))
-        print(f"{COMMAND} --turns {args.turns}: instructions (valgrind, every thread)")
+        print(
+            f"{COMMAND} --turns {args.turns} --sessions {args.sessions}: "
+            "instructions (valgrind, every thread)"
+        )
         for workload in args.workloads:
             if workload in BATCH_WORKLOADS:
-                messages = 2 * SESSIONS * max(1, args.turns // SESSIONS)
-                per = count(workload, args.turns, Path(tmp), helper) / messages
+                messages = 2 * args.sessions * max(1, args.turns // args.sessions)
+                per = count(workload, args.turns, Path(tmp), helper, args.sessions) / messages
                 print(f"  {workload}: {per:,.0f} a message")
             elif workload in RESUME_WORKLOADS:
                 per = count(workload, args.turns, Path(tmp), helper) / args.turns

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.instructions import build_helper, count
+import pytest
+from bench.instructions import build_helper, count, main
 
 
 def test_a_count_repeats_and_grows_with_the_work(tmp_path: Path) -> None:
@@ -15,11 +16,19 @@ def test_a_count_repeats_and_grows_with_the_work(tmp_path: Path) -> None:
     assert written > 2 * empty[0] > 0  # a turn's write: all an empty unit does, and more
 
 
-def test_the_recorders_batch_path_counts_coach_over_raw(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sessions", [50, 1])
+def test_the_recorders_batch_path_counts_coach_over_raw(tmp_path: Path, sessions: int) -> None:
     helper = build_helper(tmp_path)
-    raw = count("recorder_raw", 50, tmp_path, helper)
-    coach = count("recorder", 50, tmp_path, helper)
+    raw = count("recorder_raw", 50, tmp_path, helper, sessions)
+    coach = count("recorder", 50, tmp_path, helper, sessions)
     assert coach > 2 * raw > 0  # coach encodes, seals and signs what raw was handed made
+
+
+def test_a_session_count_under_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--sessions", "0", "recorder"])
+    assert exited.value.code == 2
+    assert "--sessions must be at least 1" in capsys.readouterr().err
 
 
 def test_a_resume_is_counted_per_read_coach_over_its_reference(tmp_path: Path) -> None:
