@@ -216,10 +216,7 @@ def _rows_sql(table: str, columns: tuple[str, ...], paramstyle: str, count: int)
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}"
 
 
-_STEP_ROW: Final = (
-    f"INSERT INTO agent_steps ({', '.join(_STEP_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_STEP_COLUMNS))})"
-)
+_STEP_ROW: Final = _rows_sql("agent_steps", _STEP_COLUMNS, "qmark", 1)
 """SQLite's insert of one step row (run for many)."""
 
 
@@ -237,10 +234,7 @@ def insert_messages(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list
     return ids
 
 
-_MESSAGE_ROW: Final = (
-    f"INSERT INTO session_conversations ({', '.join(_MESSAGE_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))})"
-)
+_MESSAGE_ROW: Final = _rows_sql("session_conversations", _MESSAGE_COLUMNS, "qmark", 1)
 """SQLite's insert of one conversation row (its id is the cursor's ``lastrowid``)."""
 _FEW_ROWS: Final = 4
 """Messages SQLite inserts one statement each: for a turn's few, its ``RETURNING`` costs
@@ -248,9 +242,9 @@ more than the statements it saves (2: 45 against 51 µs a message, in a transact
 coach's connection); from about 8 on, one statement costs less (50: 12.4 against 14.8)."""
 
 
-@functools.lru_cache(maxsize=128)
 def _messages_sql(paramstyle: str, count: int) -> str:
-    """The ``INSERT`` of ``count`` conversation rows, returning each one's id and time."""
+    """The ``INSERT`` of ``count`` conversation rows, returning each one's id and time
+    (its rows' part made once, by :func:`_rows_sql`)."""
     rows_sql = _rows_sql("session_conversations", _MESSAGE_COLUMNS, paramstyle, count)
     return f"{rows_sql} RETURNING id, created_at"
 
