@@ -71,8 +71,6 @@ def observe_all(histogram: Histogram, amounts: Sequence[float]) -> None:
     holds it to ``observe``), so it serves the library's multiprocess mode as ``observe``
     does.
     """
-    if not amounts:
-        return
     bounds = histogram._upper_bounds  # ends with +Inf: every amount has a bucket
     counts = [0] * len(bounds)
     for amount in amounts:
