@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import queue
 import statistics
 import time
@@ -85,6 +86,45 @@ class WorkerResult:
     errors: int
     from_due: list[float] = field(default_factory=list)
     from_submit: list[float] = field(default_factory=list)
+    cpu: float = 0.0
+    """This process's CPU (all its threads) from the start to the end, seconds."""
+    server: tuple[float, float] = (0.0, 0.0)
+    """The PostgreSQL server's CPU (:func:`server_cpu`) at the start and at the end."""
+
+
+def server_cpu() -> float:
+    """CPU seconds of every ``postgres`` process on this machine (and of the ones they
+    have reaped), from ``/proc``; 0 where there is none (a remote server)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        close = data.rfind(b")")
+        if data[data.find(b"(") + 1 : close] != b"postgres":
+            continue
+        fields = data[close + 2 :].split()
+        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class _Clock:
+    """A worker's CPU and the server's, from the common start."""
+
+    def __init__(self) -> None:
+        self.cpu = time.process_time()
+        self.server = server_cpu()
+        self.start = time.monotonic()
+
+    def stop(self) -> tuple[float, float, tuple[float, float]]:
+        """The end time, this process's CPU since the start, the server's samples."""
+        end = time.monotonic()
+        server = server_cpu()
+        return end, time.process_time() - self.cpu, (self.server, server)
 
 
 async def _work(
@@ -152,7 +192,8 @@ async def _work(
         await recorder.flush()
         warm = recorder.stats().batches
         barrier.wait()
-        start = time.monotonic()
+        clock = _Clock()
+        start = clock.start
         if mode in ("flat", *FLOORS):
             for k in range(50, 50 + count):
                 submit(k, None)
@@ -169,7 +210,7 @@ async def _work(
                     k += 1
                 await asyncio.sleep(max(0.0, start + k / rate - time.monotonic()))
         await recorder.flush()
-        end = time.monotonic()
+        end, cpu, server = clock.stop()
         stats = recorder.stats()
         await recorder.aclose()
         return WorkerResult(
@@ -180,6 +221,8 @@ async def _work(
             stats.errors + stats.dropped,
             store.from_due,
             store.from_submit,
+            cpu,
+            server,
         )
 
 
@@ -196,13 +239,14 @@ async def _raw(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
     try:
         await raw.write(batches[0])
         barrier.wait()
-        start = time.monotonic()
+        clock = _Clock()
         for rows in batches[1:]:
             await raw.write(rows)
-        end = time.monotonic()
+        end, cpu, server = clock.stop()
     finally:
         await raw.aclose()
-    return WorkerResult((len(ops) - RAW_BATCH) // 2, start, end, len(batches) - 1, 0)
+    count = (len(ops) - RAW_BATCH) // 2
+    return WorkerResult(count, clock.start, end, len(batches) - 1, 0, [], [], cpu, server)
 
 
 async def _by_hand(
@@ -233,12 +277,12 @@ async def _by_hand(
     try:
         await write_hand_batches(raw, ops[:batch], secret, aead, batch)
         barrier.wait()
-        start = time.monotonic()
+        clock = _Clock()
         batches = await write_hand_batches(raw, ops[batch:], secret, aead, batch)
-        end = time.monotonic()
+        end, cpu, server = clock.stop()
     finally:
         await raw.aclose()
-    return WorkerResult((len(ops) - batch) // 2, start, end, batches, 0)
+    return WorkerResult((len(ops) - batch) // 2, clock.start, end, batches, 0, [], [], cpu, server)
 
 
 def _worker(
@@ -321,6 +365,14 @@ class LoadResult:
     def throughput(run: list[WorkerResult]) -> float:
         """All messages over the time from the first start to the last flush."""
         return sum(w.messages for w in run) / (max(w.end for w in run) - min(w.start for w in run))
+
+    @staticmethod
+    def cpu(run: list[WorkerResult]) -> tuple[float, float]:
+        """The processes' CPU and the server's, µs a message, from the first start to
+        the last end."""
+        messages = sum(w.messages for w in run)
+        server = max(w.server[1] for w in run) - min(w.server[0] for w in run)
+        return sum(w.cpu for w in run) / messages * 1e6, server / messages * 1e6
 
 
 async def section_load(
@@ -430,6 +482,18 @@ def raw_ratios(r: LoadResult, runs: list[list[WorkerResult]] | None = None) -> l
     ]
 
 
+def cpu_ratios(
+    r: LoadResult, runs: list[list[WorkerResult]] | None = None, extra: float = 0.0
+) -> list[float]:
+    """Raw asyncpg's CPU a message (its processes' and the server's) over coach's (or
+    ``runs``', with ``extra`` µs a message added), rep by rep: the throughput ratio a
+    machine flat out on its CPUs would give, with its noise left out."""
+    return [
+        sum(LoadResult.cpu(b)) / (sum(LoadResult.cpu(a)) + extra)
+        for a, b in zip(r.flat if runs is None else runs, r.raw, strict=False)
+    ]
+
+
 SQLALCHEMY_FLOOR = (
     "floor through SQLAlchemy: coach's recorder over raw's statements in SQLAlchemy's "
     "connection and transaction"
@@ -444,17 +508,32 @@ def raw_report(r: LoadResult) -> str:
     """coach against raw asyncpg writing the same rows, the same batches, same processes."""
     if not r.raw:
         return ""
-    ratios = raw_ratios(r)
-    mid = statistics.median(ratios)
-    rates = [LoadResult.throughput(run) for run in r.raw]
-    rows = [
-        [
-            f"raw asyncpg, {RAW_BATCH} ops per transaction",
+
+    def spread(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f}× ({min(values):.2f}–{max(values):.2f})"
+
+    def row(label: str, runs: list[list[WorkerResult]], ratios: str, by_cpu: str) -> list[str]:
+        rates = [LoadResult.throughput(run) for run in runs]
+        cpu = [LoadResult.cpu(run) for run in runs]
+        return [
+            label,
             f"{statistics.median(rates):,.0f}",
             ", ".join(f"{x:,.0f}" for x in rates),
-            f"**{mid:.2f}×** ({min(ratios):.2f}–{max(ratios):.2f})",
-            f"{verdict(mid >= 0.6)} (≥ 0.6×)",
+            f"{statistics.median(c for c, _ in cpu):.1f} + "
+            f"{statistics.median(s for _, s in cpu):.1f}",
+            ratios,
+            by_cpu,
         ]
+
+    mid = statistics.median(raw_ratios(r))
+    rows = [
+        row(
+            "coach: its recorder and repository",
+            r.flat,
+            f"**{spread(raw_ratios(r))}**, {verdict(mid >= 0.6)} (≥ 0.6×)",
+            spread(cpu_ratios(r)),
+        ),
+        row(f"raw asyncpg, {RAW_BATCH} ops per transaction", r.raw, "1", "1"),
     ]
     for label, runs in (
         ("floor: coach's recorder over raw asyncpg's writer", r.floor),
@@ -462,25 +541,15 @@ def raw_report(r: LoadResult) -> str:
         (BY_HAND, r.hand),
     ):
         if runs:
-            floors = raw_ratios(r, runs)
-            rates = [LoadResult.throughput(run) for run in runs]
-            rows.append(
-                [
-                    label,
-                    f"{statistics.median(rates):,.0f}",
-                    ", ".join(f"{x:,.0f}" for x in rates),
-                    f"it / raw {statistics.median(floors):.2f}× "
-                    f"({min(floors):.2f}–{max(floors):.2f})",
-                    "below it" if statistics.median(floors) < 0.6 else "–",
-                ]
-            )
+            rows.append(row(label, runs, spread(raw_ratios(r, runs)), spread(cpu_ratios(r, runs))))
     return table(
         [
             "writer (flat out, same processes and rows)",
             "messages/s, median run",
             "runs",
-            "coach / raw (median of reps, range)",
-            "target",
+            "CPU a message, median run: its processes + the server (µs)",
+            "its throughput / raw's (median of reps, range)",
+            "by CPU: raw's CPU a message / its",
         ],
         rows,
     )

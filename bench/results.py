@@ -43,7 +43,7 @@ from . import kept, profiles, recorder_cpu, scaling, storage_speed, visit_storag
 from .charts import Bar, ratios_chart, scaling_chart
 from .core import machine
 from .measure import table, verdict
-from .pgload import LoadResult, load_report, raw_ratios, section_load
+from .pgload import LoadResult, cpu_ratios, load_report, raw_ratios, section_load
 from .profiles import Ladder
 from .startup import STACK_COLUMN, TARGET, stack_verdict
 
@@ -285,9 +285,9 @@ def least(r: Results) -> list[Bar]:
     whose reference is measured in SQLAlchemy: that reference in each round, plus what
     coach keeps on that path (``bench.kept``), over the target's anchor in the same
     round. The seed API's is its reference alone (``bench.kept`` has no ledger of its
-    three calls): a lower bound of its least. For the 4 processes, the reference's
-    throughput with the kept CPU per message added to the machine's CPU per message (its
-    CPUs, flat out, are the bound)."""
+    three calls): a lower bound of its least. For the 4 processes, by the machine's CPU a
+    message (the processes' and the server's), the reference's with the kept CPU added:
+    flat out, the CPUs are the bound, and their time is steadier than the throughput."""
     kept_on = {ledger.key: ledger.total for ledger in r.ledgers}
     out = []
 
@@ -333,13 +333,9 @@ def least(r: Results) -> list[Bar]:
         )
     fleet = [rec for rec in r.recorder if rec.db == "postgres" and rec.sessions > 1]
     if fleet and r.load.hand:
-        message, cpus = kept_on[f"postgres {fleet[0].name}"] * 1e-6, os.cpu_count() or 1
         bar(
-            "4 processes PG / raw asyncpg",
-            [
-                1 / (1 / LoadResult.throughput(hand) + message / cpus) / LoadResult.throughput(raw)
-                for hand, raw in zip(r.load.hand, r.load.raw, strict=False)
-            ],
+            "4 processes PG / raw asyncpg, by CPU a message",
+            cpu_ratios(r.load, r.load.hand, kept_on[f"postgres {fleet[0].name}"]),
             FLEET,
             True,
         )
@@ -370,6 +366,10 @@ def render(r: Results, command: str, started: datetime, seconds: float, loads: l
     floor = "floor: coach's recorder over raw's writer / raw"
     floors = [(f"{floor}, {rec.db} {rec.name}", rec.floor_ratios) for rec in r.recorder]
     floors += [
+        (
+            "coach / raw asyncpg by CPU a message (raw's over coach's), 4 processes PG",
+            cpu_ratios(r.load),
+        ),
         (f"{floor}, 4 processes PG", raw_ratios(r.load, r.load.floor)),
         (
             "floor through SQLAlchemy: the same, raw's statements in SQLAlchemy / raw, "

@@ -11,7 +11,6 @@ round by round. No timing is asserted.
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -65,8 +64,8 @@ def test_a_ledger_is_the_sum_of_its_behaviours_each_as_often_as_called() -> None
 def test_the_least_adds_the_ledger_to_the_reference_round_by_round() -> None:
     """``bench.results.least``: each target's reference in SQLAlchemy plus what coach keeps
     on that path, over the target's anchor in the same round (the seed API's reference
-    alone); for the 4 processes, the reference's throughput with the kept CPU added to
-    each message on the machine's CPUs."""
+    alone); for the 4 processes, raw's CPU a message (its processes' and the server's)
+    over the reference's with the kept CPU added."""
     ledgers = [
         Ledger("turn", "t", "turn", (Kept("a", 10.0, 2),)),  # 20 µs a turn
         Ledger("resume", "r", "resume", (Kept("b", 50.0, 1),)),  # 50 µs a resume
@@ -82,9 +81,9 @@ def test_the_least_adds_the_ledger_to_the_reference_round_by_round() -> None:
         storage_speed.PEER: [Batch(0.10, 0.10, 100), Batch(0.10, 0.10, 100)],
     }
     recorder = RecorderCpu("postgres", 50, 20, stack_cpu=[30e-6, 36e-6], raw_cpu=[20e-6, 20e-6])
-    second = 1.0  # each run's 4 processes over one second
-    hand = [[WorkerResult(20_000, 0.0, second, 0, 0)]]
-    raw = [[WorkerResult(40_000, 0.0, second, 0, 0)]]
+    # Per message: by hand 30 µs of its processes and 35 of the server, raw 15 and 30.
+    hand = [[WorkerResult(20_000, 0.0, 1.0, 0, 0, [], [], 0.6, (5.0, 5.7))]]
+    raw = [[WorkerResult(40_000, 0.0, 1.0, 0, 0, [], [], 0.6, (5.0, 6.2))]]
     load = SimpleNamespace(hand=hand, raw=raw)
     found = {
         b.label.split(":")[0]: b
@@ -109,7 +108,6 @@ def test_the_least_adds_the_ledger_to_the_reference_round_by_round() -> None:
     assert found["live resume / SQLiteSession last 50"].median == pytest.approx(2.8)
     message = found["recorder / raw, postgres 50 × 20"]
     assert (message.low, message.high) == pytest.approx((1.7, 2.0))
-    fleet = found["4 processes PG / raw asyncpg"]
-    cpus = os.cpu_count() or 1
-    assert fleet.median == pytest.approx(1 / (1 / 20_000 + 4e-6 / cpus) / 40_000)
+    fleet = found["4 processes PG / raw asyncpg, by CPU a message"]
+    assert fleet.median == pytest.approx((15 + 30) / (30 + 35 + 4))
     assert fleet.at_least and fleet.target == 0.6

@@ -11,7 +11,7 @@ import gc
 
 import pytest
 from bench.measure import _drop_key_file
-from bench.pgload import _work
+from bench.pgload import LoadResult, WorkerResult, _work
 from sqlalchemy.engine import make_url
 
 from coach.store import AddMessage
@@ -35,5 +35,18 @@ async def test_the_recorder_s_workers_make_every_op_before_the_start(postgres_ur
     finally:
         _drop_key_file(str(make_url(postgres_url).database))
     assert result.messages == 30
+    # Its CPU and the server's are taken from the start: the server is on this machine.
+    assert result.cpu > 0
+    assert result.server[1] >= result.server[0] > 0
     # The 50 warm-up messages and the 30 timed ones, made before the start.
     assert start.made and start.made[0] >= 80
+
+
+def test_a_runs_cpu_a_message_is_its_processes_and_the_servers_over_the_run() -> None:
+    run = [
+        WorkerResult(1_000, 0.0, 1.0, 0, 0, [], [], 0.010, (7.000, 7.020)),
+        WorkerResult(1_000, 0.1, 1.2, 0, 0, [], [], 0.030, (7.005, 7.060)),
+    ]
+    processes, server = LoadResult.cpu(run)
+    assert processes == pytest.approx(20.0)  # 40 ms over 2,000 messages, in µs
+    assert server == pytest.approx(30.0)  # 7.060 - 7.000 s over 2,000 messages
