@@ -25,6 +25,12 @@ coach's recorder would reach with no storage layer of its own, and the **floor t
 SQLAlchemy**: the same, with raw's statements run in SQLAlchemy's connection and
 transaction (:class:`~bench.rawrows.RawOverSQLAlchemy`), what it would reach with
 nothing of coach's storage layer but the stack it is built on.
+
+Beside each flat-out run's throughput, its CPU a message: its processes' (every thread,
+from the common start to each one's end) and the PostgreSQL server's (:func:`server_cpu`,
+from the first start to the last end). Flat out, the machine's CPUs are the bound, so
+raw's CPU a message over a writer's is the throughput ratio those CPUs give, and it
+moves less from run to run than the throughputs on a shared machine.
 """
 
 from __future__ import annotations
@@ -487,7 +493,7 @@ def cpu_ratios(
 ) -> list[float]:
     """Raw asyncpg's CPU a message (its processes' and the server's) over coach's (or
     ``runs``', with ``extra`` µs a message added), rep by rep: the throughput ratio a
-    machine flat out on its CPUs would give, with its noise left out."""
+    machine flat out on its CPUs gives, with less of a shared machine's noise."""
     return [
         sum(LoadResult.cpu(b)) / (sum(LoadResult.cpu(a)) + extra)
         for a, b in zip(r.flat if runs is None else runs, r.raw, strict=False)
