@@ -227,8 +227,8 @@ async def _work(
             stats.errors + stats.dropped,
             store.from_due,
             store.from_submit,
-            cpu,
-            server,
+            cpu=cpu,
+            server=server,
         )
 
 
@@ -252,7 +252,7 @@ async def _raw(url: str, ops: list[Any], barrier: Any) -> WorkerResult:
     finally:
         await raw.aclose()
     count = (len(ops) - RAW_BATCH) // 2
-    return WorkerResult(count, clock.start, end, len(batches) - 1, 0, [], [], cpu, server)
+    return WorkerResult(count, clock.start, end, len(batches) - 1, 0, cpu=cpu, server=server)
 
 
 async def _by_hand(
@@ -288,7 +288,8 @@ async def _by_hand(
         end, cpu, server = clock.stop()
     finally:
         await raw.aclose()
-    return WorkerResult((len(ops) - batch) // 2, clock.start, end, batches, 0, [], [], cpu, server)
+    count = (len(ops) - batch) // 2
+    return WorkerResult(count, clock.start, end, batches, 0, cpu=cpu, server=server)
 
 
 def _worker(

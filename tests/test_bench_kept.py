@@ -82,8 +82,8 @@ def test_the_least_adds_the_ledger_to_the_reference_round_by_round() -> None:
     }
     recorder = RecorderCpu("postgres", 50, 20, stack_cpu=[30e-6, 36e-6], raw_cpu=[20e-6, 20e-6])
     # Per message: by hand 30 µs of its processes and 35 of the server, raw 15 and 30.
-    hand = [[WorkerResult(20_000, 0.0, 1.0, 0, 0, [], [], 0.6, (5.0, 5.7))]]
-    raw = [[WorkerResult(40_000, 0.0, 1.0, 0, 0, [], [], 0.6, (5.0, 6.2))]]
+    hand = [[WorkerResult(20_000, 0.0, 1.0, 0, 0, cpu=0.6, server=(5.0, 5.7))]]
+    raw = [[WorkerResult(40_000, 0.0, 1.0, 0, 0, cpu=0.6, server=(5.0, 6.2))]]
     load = SimpleNamespace(hand=hand, raw=raw)
     found = {
         b.label.split(":")[0]: b

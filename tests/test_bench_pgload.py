@@ -44,8 +44,8 @@ async def test_the_recorder_s_workers_make_every_op_before_the_start(postgres_ur
 
 def test_a_runs_cpu_a_message_is_its_processes_and_the_servers_over_the_run() -> None:
     run = [
-        WorkerResult(1_000, 0.0, 1.0, 0, 0, [], [], 0.010, (7.000, 7.020)),
-        WorkerResult(1_000, 0.1, 1.2, 0, 0, [], [], 0.030, (7.005, 7.060)),
+        WorkerResult(1_000, 0.0, 1.0, 0, 0, cpu=0.010, server=(7.000, 7.020)),
+        WorkerResult(1_000, 0.1, 1.2, 0, 0, cpu=0.030, server=(7.005, 7.060)),
     ]
     processes, server = LoadResult.cpu(run)
     assert processes == pytest.approx(20.0)  # 40 ms over 2,000 messages, in µs
